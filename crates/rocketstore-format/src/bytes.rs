@@ -1,0 +1,170 @@
+//! Private big-endian readers and writers over byte slices.
+//!
+//! Every reader returns `None` instead of panicking when the requested range is not inside the
+//! slice (including when `pos + N` would overflow `usize`). Every writer reports failure the same
+//! way. Nothing in this module indexes a slice directly.
+
+/// `N` bytes at `pos`, or `None` if `[pos, pos + N)` is not inside `buf`.
+pub(crate) fn array_at<const N: usize>(buf: &[u8], pos: usize) -> Option<[u8; N]> {
+    let end = pos.checked_add(N)?;
+    buf.get(pos..end)?.try_into().ok()
+}
+
+/// The byte at `pos` as a signed 8-bit integer.
+pub(crate) fn i8_at(buf: &[u8], pos: usize) -> Option<i8> {
+    array_at::<1>(buf, pos).map(i8::from_be_bytes)
+}
+
+/// Big-endian `i16` at `pos`.
+pub(crate) fn i16_at(buf: &[u8], pos: usize) -> Option<i16> {
+    array_at::<2>(buf, pos).map(i16::from_be_bytes)
+}
+
+/// Big-endian `i32` at `pos`.
+pub(crate) fn i32_at(buf: &[u8], pos: usize) -> Option<i32> {
+    array_at::<4>(buf, pos).map(i32::from_be_bytes)
+}
+
+/// Big-endian `u32` at `pos`.
+pub(crate) fn u32_at(buf: &[u8], pos: usize) -> Option<u32> {
+    array_at::<4>(buf, pos).map(u32::from_be_bytes)
+}
+
+/// Big-endian `i64` at `pos`.
+pub(crate) fn i64_at(buf: &[u8], pos: usize) -> Option<i64> {
+    array_at::<8>(buf, pos).map(i64::from_be_bytes)
+}
+
+/// Big-endian `u64` at `pos`.
+pub(crate) fn u64_at(buf: &[u8], pos: usize) -> Option<u64> {
+    array_at::<8>(buf, pos).map(u64::from_be_bytes)
+}
+
+/// `len` bytes at `pos`, or `None` if out of bounds.
+pub(crate) fn slice_at(buf: &[u8], pos: usize, len: usize) -> Option<&[u8]> {
+    let end = pos.checked_add(len)?;
+    buf.get(pos..end)
+}
+
+/// Copies `bytes` into `buf` at `pos`; `None` (and nothing written) if it does not fit.
+pub(crate) fn put_at(buf: &mut [u8], pos: usize, bytes: &[u8]) -> Option<()> {
+    let end = pos.checked_add(bytes.len())?;
+    buf.get_mut(pos..end)?.copy_from_slice(bytes);
+    Some(())
+}
+
+/// A sequential big-endian writer over a mutable slice. Never panics: every `put` that does not
+/// fit returns `None` and leaves the cursor unchanged.
+#[derive(Debug)]
+pub(crate) struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer starting at position 0 of `buf`.
+    pub(crate) fn new(buf: &'a mut [u8]) -> Self {
+        Writer { buf, pos: 0 }
+    }
+
+    /// Current position (bytes written so far).
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Appends raw bytes.
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> Option<()> {
+        put_at(self.buf, self.pos, bytes)?;
+        self.pos = self.pos.checked_add(bytes.len())?;
+        Some(())
+    }
+
+    /// Appends a big-endian `i16`.
+    pub(crate) fn put_i16(&mut self, v: i16) -> Option<()> {
+        self.put(&v.to_be_bytes())
+    }
+
+    /// Appends a big-endian `i32`.
+    pub(crate) fn put_i32(&mut self, v: i32) -> Option<()> {
+        self.put(&v.to_be_bytes())
+    }
+
+    /// Appends a big-endian `i64`.
+    pub(crate) fn put_i64(&mut self, v: i64) -> Option<()> {
+        self.put(&v.to_be_bytes())
+    }
+}
+
+/// Uppercase hex rendering (RocketMQ `UtilAll.bytes2string`).
+pub(crate) fn hex_upper(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    let mut s = String::with_capacity(bytes.len().saturating_mul(2));
+    for &b in bytes {
+        let hi = DIGITS.get(usize::from(b >> 4)).copied().unwrap_or(b'0');
+        let lo = DIGITS.get(usize::from(b & 0x0F)).copied().unwrap_or(b'0');
+        s.push(char::from(hi));
+        s.push(char::from(lo));
+    }
+    s
+}
+
+/// Parses case-insensitive hex; `None` on an odd length or a non-hex character.
+pub(crate) fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let pairs = s.as_bytes().chunks_exact(2);
+    if !pairs.remainder().is_empty() {
+        return None;
+    }
+    pairs
+        .map(|pair| match pair {
+            [hi, lo] => Some((nibble(*hi)? << 4) | nibble(*lo)?),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+    use super::*;
+
+    #[test]
+    fn readers_are_bounds_checked() {
+        let b = [0u8, 1, 2, 3, 4, 5, 6, 7];
+        assert_eq!(i32_at(&b, 0), Some(0x0001_0203));
+        assert_eq!(i32_at(&b, 4), Some(0x0405_0607));
+        assert_eq!(i32_at(&b, 5), None);
+        assert_eq!(i64_at(&b, 0), Some(0x0001_0203_0405_0607));
+        assert_eq!(i64_at(&b, 1), None);
+        assert_eq!(i32_at(&b, usize::MAX), None);
+        assert_eq!(slice_at(&b, usize::MAX, 2), None);
+        assert_eq!(i8_at(&[0xFF], 0), Some(-1));
+    }
+
+    #[test]
+    fn writer_stops_at_end() {
+        let mut b = [0u8; 6];
+        let mut w = Writer::new(&mut b);
+        assert!(w.put_i32(-1).is_some());
+        assert!(w.put_i32(1).is_none());
+        assert_eq!(w.position(), 4);
+        assert!(w.put_i16(0x0102).is_some());
+        assert_eq!(b, [0xFF, 0xFF, 0xFF, 0xFF, 1, 2]);
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        assert_eq!(hex_upper(&[0x0A, 0xff, 0]), "0AFF00");
+        assert_eq!(hex_decode("0aFf00"), Some(vec![0x0A, 0xFF, 0]));
+        assert_eq!(hex_decode("0"), None);
+        assert_eq!(hex_decode("zz"), None);
+        assert_eq!(hex_decode("é1"), None);
+    }
+}

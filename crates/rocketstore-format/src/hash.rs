@@ -1,0 +1,93 @@
+//! Java `String.hashCode`, RocketMQ's masked CRC-32, CQ tagsCode and the index key hash (spec §0,
+//! §5.2, §6.2).
+
+/// Java `String.hashCode()`: `h = 31*h + c` over the UTF-16 code units of `s`, with 32-bit
+/// wrap-around. Supplementary characters count as two surrogate units.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// RocketMQ `UtilAll.crc32`: standard CRC-32 (IEEE, same as zlib) masked with `0x7FFFFFFF`,
+/// so the result is always `>= 0`. The CRC of an empty slice is 0.
+pub fn crc32_masked(data: &[u8]) -> i32 {
+    if data.is_empty() {
+        return 0;
+    }
+    // The mask clears the top bit, so the value always fits in a non-negative i32.
+    i32::try_from(crc32fast::hash(data) & 0x7FFF_FFFF).unwrap_or(0)
+}
+
+/// CQ tagsCode of a `TAGS` value (§5.2): the Java hash sign-extended to 64 bits; `None` or an empty
+/// string gives 0.
+pub fn tags_code(tags: Option<&str>) -> i64 {
+    match tags {
+        Some(t) if !t.is_empty() => i64::from(java_string_hash(t)),
+        _ => 0,
+    }
+}
+
+/// `IndexFile.indexKeyHashMethod` (§6.2): `abs(key.hashCode())`, and 0 if that is still negative
+/// (only for `Integer.MIN_VALUE`). Always `>= 0`.
+pub fn index_key_hash(key: &str) -> i32 {
+    let h = java_string_hash(key).wrapping_abs();
+    if h < 0 {
+        0
+    } else {
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_hash_basics() {
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("a"), 97);
+        assert_eq!(java_string_hash("hello"), 99_162_322);
+        // Supplementary character: two surrogate units (0xD83D, 0xDE00).
+        assert_eq!(java_string_hash("\u{1F600}"), 0xD83D * 31 + 0xDE00);
+    }
+
+    #[test]
+    fn vector_4_tags_code() {
+        assert_eq!(tags_code(Some("TagA")), 2_598_919);
+        assert_eq!(tags_code(Some("TagA")), 0x27A807);
+        assert_eq!(
+            tags_code(Some("TagA")).to_be_bytes(),
+            [0, 0, 0, 0, 0, 0x27, 0xA8, 0x07]
+        );
+        assert_eq!(tags_code(Some("TagB")), 2_598_920);
+        assert_eq!(tags_code(Some("OrderPaid")), 1_612_261_146);
+        assert_eq!(tags_code(Some("TAG-中文")), -1_827_284_947);
+        assert_eq!(
+            tags_code(Some("TAG-中文")).to_be_bytes(),
+            [0xFF, 0xFF, 0xFF, 0xFF, 0x93, 0x15, 0xD8, 0x2D]
+        );
+        assert_eq!(tags_code(None), 0);
+        assert_eq!(tags_code(Some("")), 0);
+    }
+
+    #[test]
+    fn vector_5_crc() {
+        assert_eq!(crc32_masked(b"123456789"), 1_274_296_614);
+        assert_eq!(crc32_masked(b"123456789"), 0x4BF4_3926);
+        assert_eq!(crc32_masked(b"hi"), 0x5893_2AAC);
+        assert_eq!(crc32_masked(b"Hello RocketMQ"), 1_774_740_973);
+        assert_eq!(crc32_masked(b""), 0);
+    }
+
+    #[test]
+    fn vector_14_index_key_hash() {
+        assert_eq!(java_string_hash("TopicTest#OrderID001"), -1_231_272_886);
+        assert_eq!(index_key_hash("TopicTest#OrderID001"), 1_231_272_886);
+        assert_eq!(
+            index_key_hash("TopicTest#OrderID001").to_be_bytes(),
+            [0x49, 0x63, 0xBB, 0xB6]
+        );
+        assert_eq!(java_string_hash("TopicTest#ogaQmc"), i32::MIN);
+        assert_eq!(index_key_hash("TopicTest#ogaQmc"), 0);
+    }
+}
