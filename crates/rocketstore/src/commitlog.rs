@@ -1,0 +1,661 @@
+//! The commit log: every message of every topic, appended under one put lock into a mapped
+//! file queue, in RocketMQ's record format.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rocketstore_format::{
+    crc32_masked, decode_record, encode_record, sysflag, DecodeOptions, Decoded, HostAddr, MessageVersion,
+    RecordHeader, RecordView,
+};
+
+use crate::config::{FlushDiskType, StoreConfig};
+use crate::error::{CorruptionKind, Error, Result};
+use crate::message::{PutResult, PutStatus};
+use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy, TransientStorePool};
+use crate::service::allocate::{Allocator, Taken};
+use crate::service::{FlushWait, Health, Signal};
+use crate::util::{lock, now_ms};
+
+/// A message validated and measured, ready to be encoded under the put lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) body: &'a [u8],
+    pub(crate) body_crc: i32,
+    /// Range of this message's encoded properties in the batch's shared buffer.
+    pub(crate) props: Range<usize>,
+    pub(crate) header: RecordHeader,
+    pub(crate) version: MessageVersion,
+    pub(crate) len: usize,
+    /// The properties end with a `__CRC32#` placeholder to seal after encoding.
+    pub(crate) prop_crc: bool,
+}
+
+impl Prepared<'_> {
+    fn dispatched(&self) -> bool {
+        let t = sysflag::transaction_type(self.header.sys_flag);
+        t == sysflag::TRANSACTION_NOT_TYPE || t == sysflag::TRANSACTION_COMMIT_TYPE
+    }
+}
+
+/// State guarded by the put lock.
+#[derive(Debug, Default)]
+struct PutState {
+    /// Set by `release_writer` (close): no append is accepted afterwards.
+    closed: bool,
+    /// Next queue offset per topic, indexed by queue id.
+    queue_offsets: HashMap<String, Vec<i64>>,
+    last_store_timestamp: i64,
+    current: Option<Arc<MappedFile>>,
+}
+
+/// Where a record lives, with the file pinned so the bytes stay mapped.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordRef {
+    file: Arc<MappedFile>,
+    pos: usize,
+    len: usize,
+}
+
+impl RecordRef {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.file.slice(self.pos, self.len).unwrap_or(&[])
+    }
+
+    pub(crate) fn offset(&self) -> u64 {
+        self.file.from() + self.pos as u64
+    }
+}
+
+/// Outcome of scanning the commit log for its end of valid data.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScanEnd {
+    /// Absolute offset one past the last valid record (or blank).
+    pub(crate) end: u64,
+    /// Store timestamp of the last valid record.
+    pub(crate) last_store_timestamp: i64,
+    /// Why the scan stopped, if not at a clean end (zeros or the end of the last file).
+    pub(crate) damage: Option<(u64, String)>,
+    /// Records seen.
+    pub(crate) records: u64,
+}
+
+/// The commit log.
+#[derive(Debug)]
+pub(crate) struct CommitLog {
+    queue: MappedFileQueue,
+    put: Mutex<PutState>,
+    file_size: u64,
+    flush_disk_type: FlushDiskType,
+    sync_flush_timeout: Duration,
+    create_opts: CreateOptions,
+    allocator: Option<Arc<Allocator>>,
+    pool: Option<Arc<TransientStorePool>>,
+    health: Arc<Health>,
+    flush_signal: Arc<Signal>,
+    commit_signal: Arc<Signal>,
+    wake_flush_on_put: bool,
+    /// True when services run on threads; false when tests drive them (the writer then creates
+    /// files and flushes by itself).
+    background: bool,
+    /// Files the writer had to create itself (the allocator was not ahead).
+    sync_creations: std::sync::atomic::AtomicU64,
+}
+
+impl CommitLog {
+    /// Loads `dir`. A writable store keeps the configured size for new stores and adopts the
+    /// size of existing files; a read-only store always adopts it.
+    pub(crate) fn load(
+        dir: &Path,
+        cfg: &StoreConfig,
+        writable: bool,
+        health: Arc<Health>,
+        allocator: Option<Arc<Allocator>>,
+        flush_signal: Arc<Signal>,
+        commit_signal: Arc<Signal>,
+    ) -> Result<Self> {
+        let queue = MappedFileQueue::load(dir, cfg.mapped_file_size_commit_log, writable, SizePolicy::Infer)?;
+        let file_size = queue.file_size();
+        let pool = (writable && cfg.transient_store_pool_enable).then(|| {
+            Arc::new(TransientStorePool::new(file_size as usize, cfg.transient_store_pool_size as usize))
+        });
+        let warm = cfg.warm_mapped_file_enable.then(|| {
+            (cfg.flush_disk_type == FlushDiskType::SyncFlush)
+                .then_some(cfg.flush_least_pages_when_warm_mapped_file as usize)
+        });
+        Ok(Self {
+            queue,
+            put: Mutex::new(PutState::default()),
+            file_size,
+            flush_disk_type: cfg.flush_disk_type,
+            sync_flush_timeout: Duration::from_millis(cfg.sync_flush_timeout),
+            create_opts: CreateOptions { sync: cfg.fsync_directory, populate: cfg.populate_mapped_file, warm },
+            allocator,
+            pool,
+            health,
+            flush_signal,
+            commit_signal,
+            wake_flush_on_put: !cfg.flush_commit_log_timed,
+            background: cfg.background_threads,
+            sync_creations: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn queue(&self) -> &MappedFileQueue {
+        &self.queue
+    }
+
+    pub(crate) fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    pub(crate) fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    pub(crate) fn has_pool(&self) -> bool {
+        self.pool.is_some()
+    }
+
+    pub(crate) fn min_offset(&self) -> u64 {
+        self.queue.min_offset()
+    }
+
+    pub(crate) fn max_offset(&self) -> u64 {
+        self.queue.max_offset()
+    }
+
+    /// Seeds the queue offset table (recovery) and the last store timestamp.
+    pub(crate) fn set_queue_offsets(&self, table: HashMap<String, Vec<i64>>, last_store_timestamp: i64) {
+        let mut st = lock(&self.put);
+        st.queue_offsets = table;
+        st.last_store_timestamp = st.last_store_timestamp.max(last_store_timestamp);
+    }
+
+    /// The next queue offset of (topic, queue id).
+    pub(crate) fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        let st = lock(&self.put);
+        st.queue_offsets.get(topic).and_then(|v| v.get(queue_id as usize)).copied().unwrap_or(0)
+    }
+
+    /// Snapshot of the queue offset table.
+    pub(crate) fn queue_offsets(&self) -> HashMap<String, Vec<i64>> {
+        lock(&self.put).queue_offsets.clone()
+    }
+
+    /// Files the writer created itself instead of taking them from the allocate service.
+    pub(crate) fn sync_creations(&self) -> u64 {
+        self.sync_creations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn create_file_sync(&self, offset: u64) -> Result<Arc<MappedFile>> {
+        self.sync_creations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = self.queue.dir().join(rocketstore_format::offset_to_file_name(offset));
+        Ok(Arc::new(MappedFile::create(&path, offset, self.file_size as usize, &self.create_opts)?))
+    }
+
+    /// The file the writer appends to, rolling to a new one when the current is full.
+    fn writable_file(&self, st: &mut PutState) -> Result<Arc<MappedFile>> {
+        if let Some(cur) = &st.current {
+            if !cur.is_full() {
+                return Ok(Arc::clone(cur));
+            }
+        }
+        if st.current.is_none() {
+            if let Some(last) = self.queue.last() {
+                if !last.is_full() {
+                    st.current = Some(Arc::clone(&last));
+                    return Ok(last);
+                }
+            }
+        }
+        let next = match self.queue.last() {
+            Some(last) => last.from() + self.file_size,
+            None => 0,
+        };
+        let file = match (&self.allocator, self.background) {
+            (Some(alloc), true) => match alloc.take(next, self.file_size)? {
+                Taken::File(f) => f,
+                Taken::CreateYourself => self.create_file_sync(next)?,
+            },
+            _ => self.create_file_sync(next)?,
+        };
+        if let Some(pool) = &self.pool {
+            if let Some(buf) = pool.borrow() {
+                file.attach_buffer(buf, Arc::clone(pool));
+            }
+        }
+        self.queue.push(Arc::clone(&file))?;
+        if let Some(prev) = st.current.replace(Arc::clone(&file)) {
+            prev.munlock();
+        }
+        Ok(file)
+    }
+
+    /// Appends `msgs` under one acquisition of the put lock; `props` holds their encoded
+    /// properties. Returns one result per message. Messages after a failed file roll get
+    /// `CREATE_MAPPED_FILE_FAILED`; if the very first one fails, the error is returned.
+    pub(crate) fn append(&self, msgs: &[Prepared<'_>], props: &[u8], store_host: HostAddr) -> Result<Vec<PutResult>> {
+        self.health.check()?;
+        let mut results = Vec::with_capacity(msgs.len());
+        let mut st = lock(&self.put);
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        let store_ts = now_ms().max(st.last_store_timestamp);
+        st.last_store_timestamp = store_ts;
+        let mut file: Option<Arc<MappedFile>> = None;
+        let mut pos = 0usize;
+        let mut failed: Option<Error> = None;
+        for m in msgs {
+            let written = loop {
+                let f = match &file {
+                    Some(f) if !f.is_full() => Arc::clone(f),
+                    _ => match self.writable_file(&mut st) {
+                        Ok(f) => {
+                            pos = f.wrote();
+                            file = Some(Arc::clone(&f));
+                            f
+                        }
+                        Err(e) => break Err(e),
+                    },
+                };
+                let remaining = f.size() - pos;
+                if m.len + rocketstore_format::END_FILE_MIN_BLANK_LENGTH > remaining {
+                    f.publish_wrote(pos);
+                    if let Err(e) = f.write_blank(pos) {
+                        break Err(e);
+                    }
+                    f.set_last_store_timestamp(store_ts);
+                    continue;
+                }
+                let phy = f.from() + pos as u64;
+                let dispatched = m.dispatched();
+                let qid = m.header.queue_id as usize;
+                let queue_offset = if dispatched {
+                    let slots = match st.queue_offsets.get_mut(m.topic) {
+                        Some(s) => s,
+                        None => st.queue_offsets.entry(m.topic.to_string()).or_default(),
+                    };
+                    if slots.len() <= qid {
+                        slots.resize(qid + 1, 0);
+                    }
+                    let off = slots[qid];
+                    slots[qid] = off + 1;
+                    off
+                } else {
+                    0
+                };
+                let mut hdr = m.header.clone();
+                hdr.queue_offset = queue_offset;
+                hdr.physical_offset = phy as i64;
+                hdr.store_timestamp = store_ts;
+                hdr.store_host = store_host;
+                let body = m.body;
+                let p = props.get(m.props.clone()).unwrap_or(&[]);
+                let seal = m.prop_crc;
+                let enc = f.write_with(pos, m.len, |dst| {
+                    encode_record(dst, &hdr, m.version, body, m.body_crc, m.topic, p)?;
+                    if seal {
+                        rocketstore_format::prop_crc::seal(dst);
+                    }
+                    Ok::<(), rocketstore_format::EncodeError>(())
+                });
+                let failed = match enc {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(Error::invalid("message", e.to_string())),
+                    Err(e) => Some(e),
+                };
+                if let Some(e) = failed {
+                    // Nothing was published: give the queue offset back.
+                    if dispatched {
+                        if let Some(slot) = st.queue_offsets.get_mut(m.topic).and_then(|v| v.get_mut(qid)) {
+                            *slot -= 1;
+                        }
+                    }
+                    break Err(e);
+                }
+                pos += m.len;
+                break Ok(PutResult {
+                    status: PutStatus::PutOk,
+                    commitlog_offset: phy as i64,
+                    queue_offset,
+                    wrote_bytes: m.len as i32,
+                    store_timestamp: store_ts,
+                    store_host,
+                });
+            };
+            match written {
+                Ok(r) => results.push(r),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(f) = &file {
+            f.set_last_store_timestamp(store_ts);
+            f.publish_wrote(pos);
+        }
+        drop(st);
+        if let Some(e) = failed {
+            if results.is_empty() {
+                return Err(e);
+            }
+            let template = PutResult {
+                status: PutStatus::CreateMappedFileFailed,
+                commitlog_offset: -1,
+                queue_offset: -1,
+                wrote_bytes: 0,
+                store_timestamp: store_ts,
+                store_host,
+            };
+            results.resize(msgs.len(), template);
+        }
+        self.after_append(&mut results)?;
+        Ok(results)
+    }
+
+    /// Flush handling after an append, outside the put lock.
+    fn after_append(&self, results: &mut [PutResult]) -> Result<()> {
+        let Some(end) = results
+            .iter()
+            .filter(|r| r.status == PutStatus::PutOk)
+            .map(|r| r.commitlog_offset as u64 + r.wrote_bytes as u64)
+            .max()
+        else {
+            return Ok(());
+        };
+        if self.pool.is_some() {
+            if self.background {
+                self.commit_signal.wakeup();
+            }
+        }
+        match self.flush_disk_type {
+            FlushDiskType::AsyncFlush => {
+                if self.wake_flush_on_put && self.background {
+                    self.flush_signal.wakeup();
+                }
+                Ok(())
+            }
+            FlushDiskType::SyncFlush => {
+                let outcome = if self.background {
+                    self.flush_signal.wakeup();
+                    self.health.wait_flushed(end, self.sync_flush_timeout)
+                } else {
+                    self.flush_until(end)?;
+                    FlushWait::Flushed
+                };
+                match outcome {
+                    FlushWait::Flushed => Ok(()),
+                    FlushWait::Poisoned(cause) => Err(Error::Poisoned { cause }),
+                    FlushWait::TimedOut => {
+                        for r in results.iter_mut().filter(|r| r.status == PutStatus::PutOk) {
+                            r.status = PutStatus::FlushDiskTimeout;
+                        }
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits (transient pool) and flushes until `target` is durable. Poisons the store on a
+    /// failed flush.
+    pub(crate) fn flush_until(&self, target: u64) -> Result<u64> {
+        let r = (|| {
+            loop {
+                if self.pool.is_some() {
+                    while self.queue.commit(0)? {}
+                }
+                let moved = self.queue.flush(0)?;
+                let flushed = self.queue.flushed_where();
+                if flushed >= target || !moved {
+                    return Ok(flushed);
+                }
+            }
+        })();
+        match r {
+            Ok(flushed) => {
+                self.health.publish_flushed(flushed);
+                Ok(flushed)
+            }
+            Err(e) => {
+                let cause = self.health.poison(e);
+                Err(Error::Poisoned { cause })
+            }
+        }
+    }
+
+    /// Flushes everything readers can see.
+    pub(crate) fn flush_all(&self) -> Result<u64> {
+        let target = self.queue.max_wrote_offset();
+        self.flush_until(target)
+    }
+
+    /// Bytes of the record at `offset` (its length read from its first 4 bytes).
+    pub(crate) fn record_at(&self, offset: u64) -> Option<RecordRef> {
+        let file = self.queue.find(offset)?;
+        let pos = (offset - file.from()) as usize;
+        let head = file.slice(pos, 4)?;
+        let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        if size <= 0 {
+            return None;
+        }
+        let len = size as usize;
+        file.slice(pos, len)?;
+        Some(RecordRef { file, pos, len })
+    }
+
+    /// Record bytes at `offset` with an explicit size (from a consume queue unit).
+    pub(crate) fn record_at_sized(&self, offset: u64, size: usize) -> Option<RecordRef> {
+        let file = self.queue.find(offset)?;
+        let pos = (offset - file.from()) as usize;
+        file.slice(pos, size)?;
+        Some(RecordRef { file, pos, len: size })
+    }
+
+    /// Iterates records from `offset` (which must be a record boundary), stopping at the end of
+    /// readable data. Blank records move to the next file.
+    pub(crate) fn iter_from(&self, offset: u64, opts: DecodeOptions) -> RecordIter<'_> {
+        RecordIter { log: self, offset, opts, done: false }
+    }
+
+    /// Scans files `from_index..` to find the end of valid data (spec §7.5). `on_record` sees
+    /// every valid record with its absolute offset.
+    pub(crate) fn scan_for_end(
+        &self,
+        from_index: usize,
+        check_crc: bool,
+        max_record: u32,
+        mut on_record: impl FnMut(&RecordView<'_>, u64),
+    ) -> ScanEnd {
+        let files = self.queue.files();
+        let mut out = ScanEnd::default();
+        let Some(start) = files.get(from_index) else {
+            out.end = files.first().map_or(0, |f| f.from());
+            return out;
+        };
+        out.end = start.from();
+        for (i, f) in files.iter().enumerate().skip(from_index) {
+            let mut pos = 0usize;
+            let Some(view) = f.recovery_view(0) else { break };
+            loop {
+                out.end = f.from() + pos as u64;
+                let rest = view.get(pos..).unwrap_or(&[]);
+                if rest.is_empty() {
+                    // Exactly full without a blank: only legal at the very end of the last file.
+                    if i + 1 < files.len() {
+                        out.damage = Some((out.end, "file ends without a blank record".into()));
+                    }
+                    return out;
+                }
+                let opts = DecodeOptions {
+                    check_crc,
+                    max_total_size: max_record,
+                    expected_physical_offset: Some(out.end as i64),
+                    ..DecodeOptions::default()
+                };
+                match decode_record(rest, &opts) {
+                    Ok(Decoded::Message(rec)) if check_crc && !record_intact(&rec) => {
+                        out.damage = Some((out.end, "whole-record CRC (__CRC32#) mismatch or torn properties".into()));
+                        return out;
+                    }
+                    Ok(Decoded::Message(rec)) => {
+                        on_record(&rec, out.end);
+                        out.last_store_timestamp = rec.store_timestamp;
+                        out.records += 1;
+                        pos += rec.total_size as usize;
+                    }
+                    Ok(Decoded::Blank { total_size }) => {
+                        if total_size as usize != rest.len() {
+                            out.damage = Some((out.end, format!("blank record of {total_size} bytes with {} left in the file", rest.len())));
+                            return out;
+                        }
+                        if i + 1 >= files.len() {
+                            // The last file is full: the end is the next file's start.
+                            out.end = f.from() + f.size() as u64;
+                            return out;
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        let clean = rest.iter().take(8).all(|&b| b == 0);
+                        if !clean {
+                            out.damage = Some((out.end, e.to_string()));
+                        }
+                        return out;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Sets the recovered end: cursors, dirty tail, files past the end.
+    pub(crate) fn truncate_to(&self, end: u64) -> Result<usize> {
+        let removed = self.queue.truncate_dirty(end)?;
+        {
+            let mut st = lock(&self.put);
+            st.current = None;
+        }
+        self.health.publish_flushed(end);
+        Ok(removed)
+    }
+
+    /// The "flushed" and "committed" cursors in absolute offsets.
+    ///
+    /// Each cursor only grows, so reading them in the order flushed, committed, wrote yields a
+    /// snapshot with `flushed <= committed <= wrote` even while the services move them.
+    pub(crate) fn cursors(&self) -> (u64, u64, u64) {
+        let flushed = self.queue.flushed_where();
+        let committed = if self.pool.is_some() { self.queue.committed_frontier() } else { self.queue.max_wrote_offset() };
+        let wrote = self.queue.max_wrote_offset();
+        (wrote, committed, flushed)
+    }
+
+    /// Ends the writer's hold on the current file (close).
+    pub(crate) fn release_writer(&self) {
+        let mut st = lock(&self.put);
+        st.closed = true;
+        if let Some(f) = st.current.take() {
+            f.munlock();
+        }
+    }
+}
+
+/// Iterator over decoded records; see [`CommitLog::iter_from`].
+#[derive(Debug)]
+pub(crate) struct RecordIter<'a> {
+    log: &'a CommitLog,
+    offset: u64,
+    opts: DecodeOptions,
+    done: bool,
+}
+
+impl RecordIter<'_> {
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+impl Iterator for RecordIter<'_> {
+    type Item = Result<RecordRef>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let Some(file) = self.log.queue.find(self.offset) else {
+                self.done = true;
+                return None;
+            };
+            let pos = (self.offset - file.from()) as usize;
+            let Some(rest) = file.slice_to_end(pos) else {
+                self.done = true;
+                return None;
+            };
+            if rest.is_empty() {
+                if file.is_full() {
+                    self.offset = file.from() + file.size() as u64;
+                    continue;
+                }
+                self.done = true;
+                return None;
+            }
+            let opts = DecodeOptions { expected_physical_offset: Some(self.offset as i64), ..self.opts };
+            match decode_record(rest, &opts) {
+                Ok(Decoded::Message(rec)) if opts.check_crc && !record_intact(&rec) => {
+                    self.done = true;
+                    return Some(Err(Error::corruption(file.path(), self.offset, CorruptionKind::CrcMismatch)));
+                }
+                Ok(Decoded::Message(rec)) => {
+                    let len = rec.total_size as usize;
+                    let r = RecordRef { file: Arc::clone(&file), pos, len };
+                    self.offset += len as u64;
+                    return Some(Ok(r));
+                }
+                Ok(Decoded::Blank { .. }) => {
+                    self.offset = file.from() + file.size() as u64;
+                }
+                Err(e) if e.is_incomplete() => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(Error::corruption(
+                        file.path(),
+                        self.offset,
+                        CorruptionKind::Invalid(e.to_string()),
+                    )));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Encodes the properties of a message into `out`; returns the range written.
+pub(crate) fn encode_props_into<'a>(out: &mut Vec<u8>, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Range<usize> {
+    let start = out.len();
+    rocketstore_format::encode_properties(pairs, out);
+    start..out.len()
+}
+
+/// Checks beyond the body CRC that `decode_record` does: the whole-record `__CRC32#` property
+/// when present, and that a non-empty properties string ends with its 0x02 separator (every
+/// encoder writes one after each pair, so a missing one means the record's tail was torn).
+pub(crate) fn record_intact(rec: &RecordView<'_>) -> bool {
+    if rocketstore_format::prop_crc::verify(rec.bytes()) == Some(false) {
+        return false;
+    }
+    rec.properties_raw.last().is_none_or(|&b| b == rocketstore_format::PROPERTY_SEPARATOR)
+}
+
+/// Body CRC as stored (RocketMQ `UtilAll.crc32` masked).
+pub(crate) fn body_crc(body: &[u8]) -> i32 {
+    crc32_masked(body)
+}

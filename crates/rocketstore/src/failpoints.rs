@@ -1,0 +1,44 @@
+//! Failpoint names and the error an injected failure produces.
+//!
+//! With the cargo feature `failpoints`, every name below can be configured through the `fail`
+//! crate (`fail::cfg("mapped_file::flush::msync", "return(EIO)")`); without it the points
+//! compile to nothing. The value passed to `return(...)` picks the errno: `EIO` (default),
+//! `ENOSPC`, `EFBIG`, `EROFS`.
+
+use std::io;
+use std::path::Path;
+
+use crate::error::Error;
+
+/// `open(O_CREAT|O_EXCL)` of a new mapped file.
+pub const CREATE_OPEN: &str = "mapped_file::create::open";
+/// `fallocate` of a new mapped file.
+pub const CREATE_FALLOCATE: &str = "mapped_file::create::fallocate";
+/// `fsync` of a new file and its directory.
+pub const CREATE_FSYNC: &str = "mapped_file::create::fsync";
+/// `mmap` of a file.
+pub const MAP: &str = "mapped_file::map::mmap";
+/// `msync` of a flush.
+pub const FLUSH_MSYNC: &str = "mapped_file::flush::msync";
+/// Copy from the transient buffer into the file (commit).
+pub const COMMIT_COPY: &str = "mapped_file::commit::copy";
+/// Writing the checkpoint file.
+pub const CHECKPOINT_WRITE: &str = "checkpoint::write";
+/// Unlinking a file.
+pub const UNLINK: &str = "mapped_file::destroy::unlink";
+
+/// Every failpoint name, for sweeps.
+pub const ALL: &[&str] =
+    &[CREATE_OPEN, CREATE_FALLOCATE, CREATE_FSYNC, MAP, FLUSH_MSYNC, COMMIT_COPY, CHECKPOINT_WRITE, UNLINK];
+
+/// The error an injected failure at `op` on `path` produces; `arg` is the failpoint's value.
+#[allow(dead_code)]
+pub(crate) fn injected(op: &'static str, path: &Path, arg: Option<String>) -> Error {
+    let errno = match arg.as_deref().map(str::trim) {
+        Some("ENOSPC") => rustix::io::Errno::NOSPC,
+        Some("EFBIG") => rustix::io::Errno::FBIG,
+        Some("EROFS") => rustix::io::Errno::ROFS,
+        _ => rustix::io::Errno::IO,
+    };
+    Error::io(op, path, io::Error::from_raw_os_error(errno.raw_os_error()))
+}

@@ -1,0 +1,41 @@
+//! # rocketstore
+//!
+//! A message store engine byte-compatible with Apache RocketMQ's on-disk store: a commit log of
+//! fixed-size memory-mapped files (20-digit offset names), RocketMQ's record format, its
+//! flush/commit/allocate services and its recovery rules. A store written here loads in a
+//! RocketMQ broker; a broker's store opens here read-only without a byte changed.
+//!
+//! The on-disk format is specified in `rocketmq-store-format.md` and implemented, without I/O,
+//! by the [`rocketstore_format`] crate (re-exported as [`format`]).
+//!
+//! Design rules the code keeps:
+//! - `unsafe` lives only in the private `mmap` module, each block justified by its contract.
+//! - Errors are the `#[non_exhaustive]` [`Error`]; RocketMQ's statuses ([`PutStatus`]) are values.
+//! - A failed flush fences the store ([`Error::Poisoned`]); nothing is acknowledged after it.
+//! - Background services are named threads (`rs-allocate`, `rs-flush`, `rs-commit`) around a
+//!   testable `run_once`, joined on [`Store::close`].
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod checkpoint;
+mod commitlog;
+pub mod config;
+mod error;
+pub mod failpoints;
+mod message;
+mod mmap;
+mod segment;
+mod service;
+mod store;
+mod util;
+mod validate;
+
+pub use rocketstore_format as format;
+
+pub use checkpoint::{ABORT_FILE, CHECKPOINT_FILE};
+pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode, StoreConfig};
+pub use error::{CorruptionKind, Error, Result};
+pub use message::{PutMessage, PutResult, PutStatus, StoredMessage, TransactionType};
+pub use rocketstore_format::HostAddr;
+pub use service::Wake;
+pub use store::{Cursors, RecoveryReport, Scanner, Store};

@@ -1,0 +1,233 @@
+//! Public message types: what a put takes and returns, and what a read returns.
+
+use rocketstore_format::{offset_msg_id, sysflag, HostAddr, MessageVersion, Properties, RecordView};
+
+/// RocketMQ's `PutMessageStatus`. A status, not an error: `FlushDiskTimeout` means the message
+/// was written but is not known to be durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PutStatus {
+    /// Written (and, under SYNC_FLUSH, flushed).
+    PutOk,
+    /// Written, but the sync flush did not finish within `sync_flush_timeout`.
+    FlushDiskTimeout,
+    /// Replication timed out (not produced by a standalone store).
+    FlushSlaveTimeout,
+    /// No replica (not produced by a standalone store).
+    SlaveNotAvailable,
+    /// The store does not accept writes (disk full, shutting down).
+    ServiceNotAvailable,
+    /// The next commit log file could not be created; the message was not written.
+    CreateMappedFileFailed,
+    /// The message was refused (too large, invalid).
+    MessageIllegal,
+    /// The properties are too long.
+    PropertiesSizeExceeded,
+    /// The put lock was held too long.
+    OsPageCacheBusy,
+    /// Anything else.
+    UnknownError,
+}
+
+impl PutStatus {
+    /// RocketMQ's name (`"PUT_OK"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PutStatus::PutOk => "PUT_OK",
+            PutStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+            PutStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+            PutStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+            PutStatus::ServiceNotAvailable => "SERVICE_NOT_AVAILABLE",
+            PutStatus::CreateMappedFileFailed => "CREATE_MAPPED_FILE_FAILED",
+            PutStatus::MessageIllegal => "MESSAGE_ILLEGAL",
+            PutStatus::PropertiesSizeExceeded => "PROPERTIES_SIZE_EXCEEDED",
+            PutStatus::OsPageCacheBusy => "OS_PAGE_CACHE_BUSY",
+            PutStatus::UnknownError => "UNKNOWN_ERROR",
+        }
+    }
+
+    /// True for `PutOk`.
+    pub fn is_ok(self) -> bool {
+        self == PutStatus::PutOk
+    }
+}
+
+/// The result of putting one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutResult {
+    /// The outcome.
+    pub status: PutStatus,
+    /// Absolute commit log offset of the record (-1 if it was not written).
+    pub commitlog_offset: i64,
+    /// Offset in its consume queue (0 for PREPARED/ROLLBACK transaction records, -1 if not
+    /// written).
+    pub queue_offset: i64,
+    /// Record size in bytes.
+    pub wrote_bytes: i32,
+    /// STORETIMESTAMP written into the record.
+    pub store_timestamp: i64,
+    /// STOREHOST written into the record.
+    pub store_host: HostAddr,
+}
+
+impl PutResult {
+    /// The offset message id (store host + commit log offset, uppercase hex).
+    pub fn msg_id(&self) -> String {
+        if self.commitlog_offset < 0 {
+            return String::new();
+        }
+        offset_msg_id(&self.store_host, self.commitlog_offset)
+    }
+}
+
+/// Transaction type of a record (SYSFLAG bits 2-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransactionType {
+    /// An ordinary message.
+    #[default]
+    NotType,
+    /// A prepared (half) record: queue offset 0, not dispatched to a consume queue.
+    Prepared,
+    /// A commit record: dispatched like an ordinary message.
+    Commit,
+    /// A rollback record: queue offset 0, not dispatched, not indexed.
+    Rollback,
+}
+
+impl TransactionType {
+    /// The SYSFLAG bits.
+    pub fn sys_flag(self) -> i32 {
+        match self {
+            TransactionType::NotType => sysflag::TRANSACTION_NOT_TYPE,
+            TransactionType::Prepared => sysflag::TRANSACTION_PREPARED_TYPE,
+            TransactionType::Commit => sysflag::TRANSACTION_COMMIT_TYPE,
+            TransactionType::Rollback => sysflag::TRANSACTION_ROLLBACK_TYPE,
+        }
+    }
+}
+
+/// A message to put. Only `topic` and `body` are required; everything else has RocketMQ's
+/// default.
+#[derive(Debug, Clone, Default)]
+pub struct PutMessage<'a> {
+    /// Topic: `[%|a-zA-Z0-9_-]`, 1 to 255 bytes (V2 records above 127).
+    pub topic: &'a str,
+    /// Body bytes, at most `max_message_size`.
+    pub body: &'a [u8],
+    /// Queue id, `0 <= queue_id < max_queue_nums_per_topic`.
+    pub queue_id: i32,
+    /// The `TAGS` property.
+    pub tags: Option<&'a str>,
+    /// The `KEYS` property, one entry per key (no spaces inside a key).
+    pub keys: &'a [&'a str],
+    /// User properties (reserved names such as TAGS or KEYS are refused here).
+    pub properties: &'a [(&'a str, &'a str)],
+    /// Producer flag.
+    pub flag: i32,
+    /// Producer timestamp in epoch ms; now when `None`.
+    pub born_timestamp: Option<i64>,
+    /// Producer address; the store host when `None`.
+    pub born_host: Option<HostAddr>,
+    /// Broker address; the configured `store_host` when `None`.
+    pub store_host: Option<HostAddr>,
+    /// RECONSUMETIMES.
+    pub reconsume_times: i32,
+    /// Transaction type.
+    pub transaction: TransactionType,
+    /// PREPARED TRANSACTION OFFSET (commit records point at their half message).
+    pub prepared_transaction_offset: i64,
+    /// An explicit `UNIQ_KEY`; generated when `None` and `auto_uniq_key` is on.
+    pub uniq_key: Option<&'a str>,
+}
+
+/// A record read back from the commit log, decoded and owned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    /// Topic.
+    pub topic: String,
+    /// Queue id.
+    pub queue_id: i32,
+    /// Consume queue offset.
+    pub queue_offset: i64,
+    /// Absolute commit log offset (PHYSICALOFFSET).
+    pub commitlog_offset: i64,
+    /// TOTALSIZE.
+    pub store_size: i32,
+    /// Body bytes.
+    pub body: Vec<u8>,
+    /// BODYCRC as stored.
+    pub body_crc: i32,
+    /// FLAG.
+    pub flag: i32,
+    /// SYSFLAG.
+    pub sys_flag: i32,
+    /// BORNTIMESTAMP (epoch ms).
+    pub born_timestamp: i64,
+    /// BORNHOST.
+    pub born_host: HostAddr,
+    /// STORETIMESTAMP (epoch ms).
+    pub store_timestamp: i64,
+    /// STOREHOST.
+    pub store_host: HostAddr,
+    /// RECONSUMETIMES.
+    pub reconsume_times: i32,
+    /// PREPARED TRANSACTION OFFSET.
+    pub prepared_transaction_offset: i64,
+    /// Properties (last value wins for repeated names).
+    pub properties: Properties,
+    /// Record format version.
+    pub version: MessageVersion,
+}
+
+impl StoredMessage {
+    /// Decodes an owned message from a record view.
+    pub fn from_view(v: &RecordView<'_>) -> Self {
+        Self {
+            topic: v.topic.to_string(),
+            queue_id: v.queue_id,
+            queue_offset: v.queue_offset,
+            commitlog_offset: v.physical_offset,
+            store_size: v.total_size,
+            body: v.body.to_vec(),
+            body_crc: v.body_crc,
+            flag: v.flag,
+            sys_flag: v.sys_flag,
+            born_timestamp: v.born_timestamp,
+            born_host: v.born_host,
+            store_timestamp: v.store_timestamp,
+            store_host: v.store_host,
+            reconsume_times: v.reconsume_times,
+            prepared_transaction_offset: v.prepared_transaction_offset,
+            properties: v.properties(),
+            version: v.version,
+        }
+    }
+
+    /// The `TAGS` property.
+    pub fn tags(&self) -> Option<&str> {
+        self.properties.get(rocketstore_format::property::TAGS)
+    }
+
+    /// The `KEYS` property split on spaces.
+    pub fn keys(&self) -> Vec<&str> {
+        self.properties
+            .get(rocketstore_format::property::KEYS)
+            .map(|k| k.split(' ').filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The `UNIQ_KEY` property.
+    pub fn uniq_key(&self) -> Option<&str> {
+        self.properties.get(rocketstore_format::property::UNIQ_KEY)
+    }
+
+    /// The offset message id.
+    pub fn msg_id(&self) -> String {
+        offset_msg_id(&self.store_host, self.commitlog_offset)
+    }
+
+    /// True if the body CRC matches the body.
+    pub fn crc_ok(&self) -> bool {
+        rocketstore_format::crc32_masked(&self.body) == self.body_crc
+    }
+}

@@ -1,0 +1,9 @@
+//! Fixed-size mapped files and the queues of them.
+
+pub(crate) mod mapped_file;
+pub(crate) mod pool;
+pub(crate) mod queue;
+
+pub(crate) use mapped_file::{CreateOptions, MappedFile};
+pub(crate) use pool::TransientStorePool;
+pub(crate) use queue::{MappedFileQueue, SizePolicy};

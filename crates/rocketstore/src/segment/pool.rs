@@ -1,0 +1,54 @@
+//! RocketMQ's TransientStorePool: a bounded set of file-sized anonymous buffers that messages
+//! are written into before the commit service copies them into the mapped file.
+
+use std::sync::{Arc, Mutex};
+
+use crate::mmap::MmapRegion;
+use crate::util::lock;
+
+/// A pool of at most `capacity` write buffers of `buffer_size` bytes, created lazily and reused.
+/// Reused buffers are not zeroed (as in RocketMQ); the writer zeroes what it must (see
+/// `MappedFile::write_blank`).
+#[derive(Debug)]
+pub(crate) struct TransientStorePool {
+    buffer_size: usize,
+    capacity: usize,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug)]
+struct PoolState {
+    free: Vec<Arc<MmapRegion>>,
+    created: usize,
+}
+
+impl TransientStorePool {
+    pub(crate) fn new(buffer_size: usize, capacity: usize) -> Self {
+        Self { buffer_size, capacity, state: Mutex::new(PoolState { free: Vec::new(), created: 0 }) }
+    }
+
+    /// Borrows a buffer, or `None` when all `capacity` buffers are in use (the file is then
+    /// written directly through its mapping, as RocketMQ does when the pool runs dry).
+    pub(crate) fn borrow(&self) -> Option<Arc<MmapRegion>> {
+        let mut st = lock(&self.state);
+        if let Some(b) = st.free.pop() {
+            return Some(b);
+        }
+        if st.created >= self.capacity {
+            return None;
+        }
+        let region = MmapRegion::anonymous(self.buffer_size).ok()?;
+        st.created += 1;
+        Some(Arc::new(region))
+    }
+
+    pub(crate) fn give_back(&self, region: Arc<MmapRegion>) {
+        lock(&self.state).free.push(region);
+    }
+
+    /// Buffers available without creating new ones plus those still creatable.
+    pub(crate) fn available(&self) -> usize {
+        let st = lock(&self.state);
+        st.free.len() + (self.capacity - st.created)
+    }
+}

@@ -1,0 +1,329 @@
+//! A directory of fixed-size files named by their 20-digit start offset (RocketMQ's
+//! `MappedFileQueue`): load, lookup by offset, append a new file, flush/commit, truncate.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use rocketstore_format::parse_file_name;
+
+use crate::error::{Error, Result};
+use crate::segment::mapped_file::MappedFile;
+
+/// How a queue treats the size of existing files at load time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SizePolicy {
+    /// Every file must have exactly the configured size (RocketMQ's rule).
+    Exact,
+    /// Adopt the size of the existing files when they all agree (a foreign store's commit log).
+    Infer,
+}
+
+/// An ordered, gap-free list of mapped files.
+#[derive(Debug)]
+pub(crate) struct MappedFileQueue {
+    dir: PathBuf,
+    file_size: u64,
+    writable: bool,
+    files: RwLock<Vec<Arc<MappedFile>>>,
+    flushed_where: AtomicU64,
+    committed_where: AtomicU64,
+    store_timestamp: AtomicI64,
+}
+
+impl MappedFileQueue {
+    /// Loads `dir` (spec §2 load rule): files sorted by name; sub-directories skipped; an empty
+    /// last file deleted (writable) or ignored; any other size mismatch, a name that is not a
+    /// 20-digit offset, a gap or a misaligned name is an error.
+    pub(crate) fn load(dir: &Path, file_size: u64, writable: bool, policy: SizePolicy) -> Result<Self> {
+        let mut entries: Vec<(u64, PathBuf, u64)> = Vec::new();
+        if dir.exists() {
+            crate::util::check_not_symlink(dir)?;
+            for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read_dir", dir, e))? {
+                let entry = entry.map_err(|e| Error::io("read_dir", dir, e))?;
+                let path = entry.path();
+                let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
+                if meta.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                let Some(offset) = parse_file_name(&name) else {
+                    return Err(Error::UnsupportedFormat {
+                        path,
+                        reason: "file name is not a 20-digit offset".into(),
+                    });
+                };
+                if meta.file_type().is_symlink() {
+                    return Err(Error::UnsupportedFormat { path, reason: "symbolic link".into() });
+                }
+                entries.push((offset, path, meta.len()));
+            }
+        }
+        entries.sort_by_key(|e| e.0);
+        if let Some((_, path, len)) = entries.last() {
+            if *len == 0 {
+                if writable {
+                    std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))?;
+                }
+                entries.pop();
+            }
+        }
+        let mut file_size = file_size;
+        if policy == SizePolicy::Infer {
+            if let Some((_, _, len)) = entries.first() {
+                file_size = *len;
+            }
+        }
+        let mut files = Vec::with_capacity(entries.len());
+        let mut expect: Option<u64> = None;
+        for (offset, path, len) in entries {
+            if len != file_size {
+                return Err(Error::UnsupportedFormat {
+                    path,
+                    reason: format!("file is {len} bytes, expected {file_size}"),
+                });
+            }
+            if offset % file_size != 0 {
+                return Err(Error::UnsupportedFormat {
+                    path,
+                    reason: format!("offset {offset} is not a multiple of the file size {file_size}"),
+                });
+            }
+            if let Some(e) = expect {
+                if offset != e {
+                    return Err(Error::UnsupportedFormat {
+                        path,
+                        reason: format!("gap in the file sequence: expected offset {e}, found {offset}"),
+                    });
+                }
+            }
+            expect = offset.checked_add(file_size);
+            let size = usize::try_from(file_size)
+                .map_err(|_| Error::UnsupportedFormat { path: path.clone(), reason: "file too large".into() })?;
+            files.push(Arc::new(MappedFile::open(&path, offset, size, writable)?));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            file_size,
+            writable,
+            files: RwLock::new(files),
+            flushed_where: AtomicU64::new(0),
+            committed_where: AtomicU64::new(0),
+            store_timestamp: AtomicI64::new(0),
+        })
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    pub(crate) fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<MappedFile>>> {
+        self.files.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<MappedFile>>> {
+        self.files.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A snapshot of the files, oldest first.
+    pub(crate) fn files(&self) -> Vec<Arc<MappedFile>> {
+        self.read().clone()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    pub(crate) fn first(&self) -> Option<Arc<MappedFile>> {
+        self.read().first().cloned()
+    }
+
+    pub(crate) fn last(&self) -> Option<Arc<MappedFile>> {
+        self.read().last().cloned()
+    }
+
+    /// The file containing absolute `offset`.
+    pub(crate) fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
+        let files = self.read();
+        let first = files.first()?;
+        if offset < first.from() {
+            return None;
+        }
+        let idx = usize::try_from((offset - first.from()) / self.file_size).ok()?;
+        let f = files.get(idx)?;
+        (f.from() <= offset && offset < f.from() + self.file_size).then(|| Arc::clone(f))
+    }
+
+    /// Appends a new last file; it must start exactly where the last one ends.
+    pub(crate) fn push(&self, file: Arc<MappedFile>) -> Result<()> {
+        let mut files = self.write();
+        if let Some(last) = files.last() {
+            if file.from() != last.from() + self.file_size {
+                return Err(Error::corruption(
+                    file.path(),
+                    file.from(),
+                    crate::CorruptionKind::Invalid(format!(
+                        "new file does not follow the last one (expected offset {})",
+                        last.from() + self.file_size
+                    )),
+                ));
+            }
+        }
+        files.push(file);
+        Ok(())
+    }
+
+    /// Removes the first file from the list (cleanup); the caller destroys it.
+    pub(crate) fn pop_first(&self) -> Option<Arc<MappedFile>> {
+        let mut files = self.write();
+        if files.is_empty() {
+            None
+        } else {
+            Some(files.remove(0))
+        }
+    }
+
+    /// Smallest offset still stored (the first file's start), or 0.
+    pub(crate) fn min_offset(&self) -> u64 {
+        self.first().map_or(0, |f| f.from())
+    }
+
+    /// One past the last byte readers may see.
+    pub(crate) fn max_offset(&self) -> u64 {
+        self.last().map_or(0, |f| f.from() + f.read_position() as u64)
+    }
+
+    /// One past the last byte written (possibly not yet committed).
+    pub(crate) fn max_wrote_offset(&self) -> u64 {
+        self.last().map_or(0, |f| f.from() + f.wrote() as u64)
+    }
+
+    /// The true commit frontier: the first not fully committed file's committed position
+    /// (monotonic; never ahead of what readers of that file can see).
+    pub(crate) fn committed_frontier(&self) -> u64 {
+        let files = self.read();
+        let start = self.committed_where();
+        let mut idx = files
+            .first()
+            .map(|f| start.saturating_sub(f.from()) / self.file_size)
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(0);
+        while let Some(f) = files.get(idx) {
+            let c = f.committed();
+            if c < f.size() || idx + 1 == files.len() {
+                return f.from() + c as u64;
+            }
+            idx += 1;
+        }
+        files.last().map_or(0, |f| f.from() + f.committed() as u64)
+    }
+
+    pub(crate) fn flushed_where(&self) -> u64 {
+        self.flushed_where.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn committed_where(&self) -> u64 {
+        self.committed_where.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_flushed_where(&self, v: u64) {
+        self.flushed_where.store(v, Ordering::Release);
+    }
+
+    pub(crate) fn set_committed_where(&self, v: u64) {
+        self.committed_where.store(v, Ordering::Release);
+    }
+
+    /// Store timestamp of the last record covered by a thorough flush (for the checkpoint).
+    pub(crate) fn store_timestamp(&self) -> i64 {
+        self.store_timestamp.load(Ordering::Acquire)
+    }
+
+    fn file_at_or_first(&self, offset: u64) -> Option<Arc<MappedFile>> {
+        self.find(offset).or_else(|| if offset == 0 { self.first() } else { None })
+    }
+
+    /// Flushes the file containing `flushed_where` (RocketMQ: one file per call). Returns true if
+    /// something was flushed.
+    pub(crate) fn flush(&self, least_pages: usize) -> Result<bool> {
+        let where_ = self.flushed_where();
+        let Some(file) = self.file_at_or_first(where_) else {
+            return Ok(false);
+        };
+        let ts = file.last_store_timestamp();
+        let pos = file.flush(least_pages)?;
+        let new_where = file.from() + pos as u64;
+        let moved = new_where != where_;
+        if moved {
+            self.flushed_where.fetch_max(new_where, Ordering::AcqRel);
+            if least_pages == 0 && ts > 0 {
+                self.store_timestamp.store(ts, Ordering::Release);
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Commits the file containing `committed_where`. Returns true if something was committed.
+    pub(crate) fn commit(&self, least_pages: usize) -> Result<bool> {
+        let where_ = self.committed_where();
+        let Some(file) = self.file_at_or_first(where_) else {
+            return Ok(false);
+        };
+        let pos = file.commit(least_pages)?;
+        let new_where = file.from() + pos as u64;
+        let moved = new_where != where_;
+        if moved {
+            self.committed_where.fetch_max(new_where, Ordering::AcqRel);
+        }
+        Ok(moved)
+    }
+
+    /// Truncates to absolute `offset`: the file containing it gets all cursors at
+    /// `offset - from` and its stale tail zero-filled; later files are removed (and deleted when
+    /// writable). Returns the number of files removed.
+    pub(crate) fn truncate_dirty(&self, offset: u64) -> Result<usize> {
+        let mut files = self.write();
+        let mut removed = Vec::new();
+        files.retain(|f| {
+            if f.from() > offset {
+                removed.push(Arc::clone(f));
+                false
+            } else {
+                true
+            }
+        });
+        drop(files);
+        for f in &removed {
+            if self.writable {
+                f.destroy()?;
+            }
+        }
+        if let Some(f) = self.find(offset).or_else(|| self.last()) {
+            if f.from() <= offset && offset <= f.from() + self.file_size {
+                let pos = (offset - f.from()) as usize;
+                f.set_positions(pos);
+                if self.writable && pos < f.size() {
+                    f.zero_dirty_tail(pos)?;
+                }
+            }
+        }
+        // Files wholly below the offset are complete.
+        for f in self.files() {
+            if f.from() + self.file_size <= offset {
+                f.set_positions(f.size());
+            }
+        }
+        self.set_flushed_where(offset);
+        self.set_committed_where(offset);
+        Ok(removed.len())
+    }
+}

@@ -1,0 +1,170 @@
+//! Flush and commit services (RocketMQ `FlushRealTimeService`, `GroupCommitService`,
+//! `CommitRealTimeService`).
+//!
+//! - ASYNC_FLUSH: every `flush_interval_commit_log` ms flush at least
+//!   `flush_commit_log_least_pages` pages, or whatever is dirty once
+//!   `flush_commit_log_thorough_interval` ms have passed since the last thorough flush.
+//! - SYNC_FLUSH (group commit): woken by each put, flush everything written so far and publish
+//!   the new durable offset; every waiting put whose end is covered returns at once, so many
+//!   puts share one flush.
+//! - Commit (transient pool only): copy written bytes from the pool buffer into the file every
+//!   `commit_interval_commit_log` ms, then wake the flush service.
+//!
+//! A failed flush or commit poisons the store (fail-stop): `flushed` does not move past the
+//! bytes it covered, every waiter gets `Poisoned`, and later puts are refused.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::commitlog::CommitLog;
+use crate::config::{FlushDiskType, StoreConfig};
+use crate::error::{Error, Result};
+use crate::service::{Service, Signal, Wake};
+
+/// The commit log flush service.
+#[derive(Debug)]
+pub(crate) struct FlushService {
+    log: Arc<CommitLog>,
+    mode: FlushDiskType,
+    interval: Duration,
+    least_pages: usize,
+    thorough_interval: Duration,
+    last_thorough: Instant,
+}
+
+impl FlushService {
+    pub(crate) fn new(log: Arc<CommitLog>, cfg: &StoreConfig) -> Self {
+        Self {
+            log,
+            mode: cfg.flush_disk_type,
+            interval: Duration::from_millis(cfg.flush_interval_commit_log),
+            least_pages: cfg.flush_commit_log_least_pages as usize,
+            thorough_interval: Duration::from_millis(cfg.flush_commit_log_thorough_interval),
+            last_thorough: Instant::now(),
+        }
+    }
+
+    fn fail(&self, e: Error) -> Error {
+        let cause = self.log.health().poison(e);
+        Error::Poisoned { cause }
+    }
+}
+
+impl Service for FlushService {
+    const NAME: &'static str = "flush";
+
+    fn interval(&self) -> Duration {
+        match self.mode {
+            // GroupCommitService waits 10 ms between swaps; puts wake it earlier.
+            FlushDiskType::SyncFlush => Duration::from_millis(10),
+            FlushDiskType::AsyncFlush => self.interval,
+        }
+    }
+
+    fn run_once(&mut self, _why: Wake) -> Result<()> {
+        self.log.health().check()?;
+        match self.mode {
+            FlushDiskType::SyncFlush => {
+                let target = self.log.queue().max_offset();
+                self.log.flush_until(target)?;
+            }
+            FlushDiskType::AsyncFlush => {
+                let thorough = self.last_thorough.elapsed() >= self.thorough_interval;
+                let least = if thorough { 0 } else { self.least_pages };
+                if thorough {
+                    self.last_thorough = Instant::now();
+                }
+                // Flush file by file while progress is made (one file per call, as RocketMQ).
+                loop {
+                    match self.log.queue().flush(least) {
+                        Ok(true) => continue,
+                        Ok(false) => break,
+                        Err(e) => return Err(self.fail(e)),
+                    }
+                }
+                self.log.health().publish_flushed(self.log.queue().flushed_where());
+            }
+        }
+        Ok(())
+    }
+
+    fn on_shutdown(&mut self) -> Result<()> {
+        if self.log.health().check().is_err() {
+            return Ok(());
+        }
+        let mut last = Ok(0);
+        for _ in 0..10 {
+            last = self.log.flush_all();
+            if last.is_ok() {
+                break;
+            }
+        }
+        last.map(|_| ())
+    }
+}
+
+/// The commit service (transient store pool only).
+#[derive(Debug)]
+pub(crate) struct CommitService {
+    log: Arc<CommitLog>,
+    flush_signal: Arc<Signal>,
+    interval: Duration,
+    least_pages: usize,
+    thorough_interval: Duration,
+    last_commit: Instant,
+}
+
+impl CommitService {
+    pub(crate) fn new(log: Arc<CommitLog>, flush_signal: Arc<Signal>, cfg: &StoreConfig) -> Self {
+        Self {
+            log,
+            flush_signal,
+            interval: Duration::from_millis(cfg.commit_interval_commit_log),
+            least_pages: cfg.commit_commit_log_least_pages as usize,
+            thorough_interval: Duration::from_millis(cfg.commit_commit_log_thorough_interval),
+            last_commit: Instant::now(),
+        }
+    }
+
+    /// One commit pass; returns true if bytes were copied.
+    pub(crate) fn commit_pass(&mut self, least: usize) -> Result<bool> {
+        let mut moved_any = false;
+        loop {
+            match self.log.queue().commit(least) {
+                Ok(true) => moved_any = true,
+                Ok(false) => break,
+                Err(e) => {
+                    let cause = self.log.health().poison(e);
+                    return Err(Error::Poisoned { cause });
+                }
+            }
+        }
+        Ok(moved_any)
+    }
+}
+
+impl Service for CommitService {
+    const NAME: &'static str = "commit";
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn run_once(&mut self, _why: Wake) -> Result<()> {
+        self.log.health().check()?;
+        let thorough = self.last_commit.elapsed() >= self.thorough_interval;
+        let least = if thorough { 0 } else { self.least_pages };
+        if self.commit_pass(least)? {
+            self.last_commit = Instant::now();
+            self.flush_signal.wakeup();
+        }
+        Ok(())
+    }
+
+    fn on_shutdown(&mut self) -> Result<()> {
+        if self.log.health().check().is_err() {
+            return Ok(());
+        }
+        self.commit_pass(0).map(|_| ())
+    }
+}

@@ -1,0 +1,36 @@
+//! Small helpers shared by the engine's modules.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+
+/// Locks a mutex, ignoring poisoning: the data behind our mutexes stays consistent when a
+/// holder panics (a panicking service poisons the *store* instead, see `service`).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Wall-clock milliseconds since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// `fsync` a directory so entries created, renamed or removed in it are durable.
+pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
+    let f = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;
+    f.sync_all().map_err(|e| Error::io("fsync", dir, e))
+}
+
+/// Refuses symlinks: store paths are built only from validated components and never follow a
+/// link out of the root.
+pub(crate) fn check_not_symlink(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(Error::UnsupportedFormat {
+            path: path.to_path_buf(),
+            reason: "symbolic links are not followed inside a store".into(),
+        }),
+        _ => Ok(()),
+    }
+}
