@@ -1,0 +1,180 @@
+"""Store roots written by an independent Java implementation of the RocketMQ broker write path.
+
+``tests/fixtures/java/BrokerStoreWriter.java`` (JDK standard library only, no code shared with the
+Rust engine) writes a complete store root the way a broker does: commitlog, consumequeue, index,
+checkpoint, abort/lock and config/*.json, plus ``manifest.json`` describing every record it wrote.
+This module compiles that source once per content hash into a cache directory and runs it.
+
+Cache directory: ``$ROCKETSTORE_TEST_CACHE/java/<sha>`` if the variable is set, else
+``~/.cache/rocketstore-test/java/<sha>``.
+
+Scenarios: ``basic``, ``broker1g``, ``full``, ``vectors``, ``vectors-delay``, ``vectors-index``
+(see the Java file's header and ``BrokerStoreWriter.run`` for what each contains).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+JAVA_SOURCE = Path(__file__).resolve().parent / "fixtures" / "java" / "BrokerStoreWriter.java"
+MAIN_CLASS = "BrokerStoreWriter"
+SCENARIOS = ("basic", "broker1g", "full", "vectors", "vectors-delay", "vectors-index")
+
+__all__ = [
+    "JAVA_SOURCE",
+    "SCENARIOS",
+    "JavaFixtureError",
+    "compiled_classes",
+    "java_available",
+    "require_java",
+    "write_broker_store",
+]
+
+
+class JavaFixtureError(RuntimeError):
+    """The Java writer failed to compile or to run."""
+
+
+@functools.cache
+def java_available() -> bool:
+    """True if both ``java`` and ``javac`` (Java 17+) are on PATH and run."""
+    java = shutil.which("java")
+    javac = shutil.which("javac")
+    if java is None or javac is None:
+        return False
+    try:
+        proc = subprocess.run(
+            [javac, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    if proc.returncode != 0:
+        return False
+    version = (proc.stdout + proc.stderr).strip().split()
+    try:
+        major = int(version[-1].split(".")[0])
+    except (IndexError, ValueError):
+        return False
+    return major >= 17
+
+
+def require_java() -> None:
+    """Skip the calling pytest test when Java is not installed (fail it instead when ``CI=true``).
+
+    Same policy as tests/conftest.py: CI must never pass by skipping.
+    """
+    if java_available():
+        return
+    import pytest
+
+    reason = "the Java store-writer fixture needs java and javac 17+ on PATH"
+    if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+        pytest.fail(f"{reason} (CI=true: missing dependencies are errors, not skips)")
+    pytest.skip(reason)
+
+
+def _cache_root() -> Path:
+    env = os.environ.get("ROCKETSTORE_TEST_CACHE")
+    base = Path(env) if env else Path.home() / ".cache" / "rocketstore-test"
+    return base / "java"
+
+
+def compiled_classes() -> Path:
+    """Directory holding the compiled writer, compiled at most once per source hash."""
+    source = JAVA_SOURCE.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:24]
+    target = _cache_root() / digest
+    if (target / f"{MAIN_CLASS}.class").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=target.parent))
+    try:
+        proc = subprocess.run(
+            [
+                "javac",
+                "--release",
+                "17",
+                "-encoding",
+                "UTF-8",
+                "-Xlint:all",
+                "-Werror",
+                "-d",
+                str(staging),
+                str(JAVA_SOURCE),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise JavaFixtureError(f"javac failed:\n{proc.stdout}{proc.stderr}")
+        try:
+            staging.rename(target)  # atomic; a concurrent worker may have won the race
+        except OSError:
+            if not (target / f"{MAIN_CLASS}.class").is_file():
+                raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def write_broker_store(
+    root: Path,
+    scenario: str,
+    *,
+    seed: int | None = None,
+    commitlog_file_size: int | None = None,
+    cq_units_per_file: int | None = None,
+    index_slots: int | None = None,
+    index_entries: int | None = None,
+    messages: int | None = None,
+    abort: bool = False,
+    stale_tail: bool = False,
+    timezone: str | None = "UTC",
+    timeout: float = 300.0,
+) -> dict[str, Any]:
+    """Write a broker store root at ``root`` (absent or empty) and return its parsed manifest.
+
+    ``timezone`` sets the JVM's ``user.timezone`` (index file names and UNIQ_KEY month starts are in
+    local time); ``None`` keeps the JVM default. Options left as ``None`` use the scenario defaults.
+    """
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; expected one of {SCENARIOS}")
+    classes = compiled_classes()
+    # A short-lived batch program: the C1 JIT alone roughly halves its run time.
+    cmd: list[str] = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+    if timezone is not None:
+        cmd.append(f"-Duser.timezone={timezone}")
+    cmd += ["-cp", str(classes), MAIN_CLASS, "--root", str(root), "--scenario", scenario]
+    numeric: list[tuple[str, int | None]] = [
+        ("--seed", seed),
+        ("--commitlog-file-size", commitlog_file_size),
+        ("--cq-units-per-file", cq_units_per_file),
+        ("--index-slots", index_slots),
+        ("--index-entries", index_entries),
+        ("--messages", messages),
+    ]
+    for flag, value in numeric:
+        if value is not None:
+            cmd += [flag, str(value)]
+    if abort:
+        cmd.append("--abort")
+    if stale_tail:
+        cmd.append("--stale-tail")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise JavaFixtureError(
+            f"BrokerStoreWriter exited with {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+        )
+    manifest: dict[str, Any] = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    return manifest
