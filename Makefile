@@ -1,0 +1,255 @@
+# rocketstore: build, lint and test entry points.
+#
+#   make demo    set everything up, then run the demo job on an embedded default
+#   make test    set everything up, then run every lint and every test except `slow`
+#   make help    list all targets
+#
+# Everything is installed into .venv/ (never system-wide). Targets are safe with CI=true
+# and no terminal. With CI=true, cargo runs with --locked: a stale Cargo.lock is an error.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+
+# ---- knobs (override on the command line: `make test PYTEST_ARGS="-k put -x"`) ----------
+PYTHON      ?= python3
+VENV        ?= .venv
+CARGO       ?= cargo
+PYTEST_ARGS ?=
+# Extra arguments for `cargo nextest run` / `cargo test`, e.g. CARGO_TEST_ARGS="-p rocketstore".
+CARGO_TEST_ARGS ?=
+
+VENV_BIN := $(VENV)/bin
+PY       := $(VENV_BIN)/python
+IS_CI    := $(filter 1 true TRUE True yes,$(CI))
+LOCKED   := $(if $(IS_CI),--locked)
+
+# Stamp files live inside the venv, so deleting .venv resets them.
+DEPS_STAMP   := $(VENV)/.deps.stamp
+NATIVE_STAMP := $(VENV)/.native.stamp
+
+# The extension is rebuilt when any Rust source, manifest or the lock file changes.
+RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) \
+	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
+# ... or when the compiled module is missing (e.g. after `git clean`).
+ifeq ($(wildcard python/rocketstore/_native*.so),)
+NATIVE_FORCE := FORCE
+endif
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export PIP_NO_INPUT := 1
+ifneq ($(IS_CI),)
+export PIP_PROGRESS_BAR := off
+export CARGO_TERM_PROGRESS_WHEN := never
+endif
+# The PyO3 crate's test binaries link libpython; cargo does not put the interpreter's lib
+# directory on the loader path by itself, so add it (no-op for a static Python).
+PY_LIBDIR := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")' 2>/dev/null)
+ifneq ($(PY_LIBDIR),)
+export LD_LIBRARY_PATH := $(PY_LIBDIR)$(if $(LD_LIBRARY_PATH),:$(LD_LIBRARY_PATH))
+endif
+
+say = @printf '\n==> %s\n' "$(1)"
+
+.PHONY: help venv build lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest \
+	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
+	rust-failpoint-tests test-python test-python-all java-check \
+	demo bench fmt clean clean-py FORCE
+
+help: ## Show this list
+	@echo "rocketstore make targets (the two you need: 'make demo' and 'make test'):"
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) \
+		| awk -F':.*## ' '{ printf "  make %-12s %s\n", $$1, $$2 }'
+
+# ---- set-up ---------------------------------------------------------------------------
+
+$(DEPS_STAMP): requirements-dev.txt
+	$(call say,Checking for Python >= 3.11 ($(PYTHON)))
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 11) else f"rocketstore needs Python >= 3.11 but $(PYTHON) is {v.major}.{v.minor}; run: make PYTHON=/path/to/python3.11 ...")'
+	@if ! $(PY) -c 'import sys' >/dev/null 2>&1; then \
+		printf '\n==> Creating the virtual environment %s/\n' "$(VENV)"; \
+		rm -rf "$(VENV)"; \
+		echo "$(PYTHON) -m venv $(VENV)"; \
+		$(PYTHON) -m venv "$(VENV)"; \
+	fi
+	$(call say,Installing Python dependencies from requirements-dev.txt into $(VENV)/ (the first time downloads several hundred MB: pyspark, pyarrow, ...))
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -r requirements-dev.txt
+	@touch $@
+
+venv: $(DEPS_STAMP) ## Create .venv and install the Python tools and libraries (no Rust build)
+
+$(NATIVE_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
+	$(call say,Resolving Rust dependencies (Cargo.lock$(if $(IS_CI), must be up to date in CI, is refreshed if a manifest changed)))
+	$(CARGO) fetch $(LOCKED)
+	$(call say,Building the Rust extension rocketstore._native (release) and installing the package into $(VENV)/ (editable: python/ is used in place))
+	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV_BIN)):$$PATH" \
+		$(VENV_BIN)/maturin develop --release
+	@touch $@
+
+build: $(NATIVE_STAMP) ## Create .venv and build + install the extension (then use .venv/bin/python)
+	@$(PY) -c 'import rocketstore._native as n; print(f"\n==> Ready: rocketstore._native {n.__version__} imports in $(VENV)/bin/python")'
+
+java-check: ## Check that Java 17+ is available (Spark and the Java test fixtures need it)
+	$(call say,Checking for Java 17 or newer (PySpark starts a JVM))
+	@java="$${JAVA_HOME:+$$JAVA_HOME/bin/}java"; \
+	if ! command -v "$$java" >/dev/null 2>&1; then \
+		echo "ERROR: no Java found ($$java). Spark 4 needs Java 17 or newer." >&2; \
+		echo "       Debian/Ubuntu: sudo apt-get install -y openjdk-17-jdk-headless" >&2; \
+		echo "       or point JAVA_HOME at a JDK 17+." >&2; \
+		exit 1; \
+	fi; \
+	"$$java" -version 2>&1 | sed 's/^/    /'; \
+	spec=$$("$$java" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = //p'); \
+	major=$${spec#1.}; major=$${major%%.*}; \
+	if ! [[ "$$major" =~ ^[0-9]+$$ ]] || (( major < 17 )); then \
+		echo "ERROR: $$java is Java '$$spec'; Spark 4 needs Java 17 or newer (set JAVA_HOME or install openjdk-17-jdk-headless)." >&2; \
+		exit 1; \
+	fi; \
+	echo "    OK: Java $$major"
+ifneq ($(wildcard tests/fixtures/java/*.java),)
+	@javac="$${JAVA_HOME:+$$JAVA_HOME/bin/}javac"; \
+	if ! command -v "$$javac" >/dev/null 2>&1; then \
+		echo "ERROR: no javac found ($$javac). The test fixtures in tests/fixtures/java/ are compiled" >&2; \
+		echo "       at test time, so a JDK (not only a JRE) is needed: sudo apt-get install -y openjdk-17-jdk-headless" >&2; \
+		exit 1; \
+	fi; \
+	echo "    OK: $$("$$javac" -version 2>&1) (compiles the Java fixtures in tests/fixtures/java/)"
+endif
+
+# ---- lint (CI is the style guide) ------------------------------------------------------
+
+lint: lint-rust lint-python ## All style checks: rustfmt, clippy, rustdoc, ruff, mypy, stubtest
+
+lint-rust: fmt-check clippy rustdoc
+lint-python: ruff mypy stubtest
+
+fmt-check:
+	$(call say,Rust formatting: cargo fmt --check (fix with 'make fmt'))
+	$(CARGO) fmt --all --check
+
+clippy:
+	$(call say,Rust lints: clippy with warnings as errors)
+	$(CARGO) clippy $(LOCKED) --workspace --all-targets --all-features -- -D warnings
+
+rustdoc:
+	$(call say,Rust docs: rustdoc with warnings as errors)
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc $(LOCKED) --workspace --no-deps
+
+ruff: $(DEPS_STAMP)
+	$(call say,Python lint and formatting: ruff (fix with 'make fmt'))
+	$(VENV_BIN)/ruff check
+	$(VENV_BIN)/ruff format --check
+
+mypy: $(DEPS_STAMP)
+	$(call say,Python types: mypy --strict (python/ and tests/))
+	$(VENV_BIN)/mypy
+
+STUBTEST_ALLOWLIST := $(if $(wildcard stubtest-allowlist.txt),--allowlist stubtest-allowlist.txt)
+
+stubtest: build
+	$(call say,Stub check: python/rocketstore/_native.pyi against the compiled module)
+	@# stubtest passes silently when there is no stub at all, so check for it first.
+	@[ -f python/rocketstore/_native.pyi ] || { echo "ERROR: python/rocketstore/_native.pyi is missing (the hand-written stub for rocketstore._native)" >&2; exit 1; }
+	$(PY) -m mypy.stubtest rocketstore._native --mypy-config-file pyproject.toml $(STUBTEST_ALLOWLIST)
+
+fmt: $(DEPS_STAMP) ## Reformat Rust and Python code and apply safe ruff fixes
+	$(call say,Formatting Rust (cargo fmt) and Python (ruff); what cannot be fixed automatically is listed)
+	$(CARGO) fmt --all
+	$(VENV_BIN)/ruff check --fix --exit-zero
+	$(VENV_BIN)/ruff format
+
+# ---- tests ---------------------------------------------------------------------------
+
+test: java-check lint test-rust test-python ## Lints + Rust tests + Python tests (all but `slow`)
+	$(call say,All checks passed)
+
+test-all: java-check lint test-rust-all test-python-all ## Like `test`, plus slow tests and #[ignore]d Rust tests
+	$(call say,All checks passed (including slow tests))
+
+# Conventions the engine crate follows (see README, "Development"):
+#   crates/rocketstore/tests/failpoints{.rs,/main.rs}  [[test]] failpoints, required-features =
+#       ["failpoints"]; run alone with one thread (the failpoint registry is process-global)
+#   crates/rocketstore/tests/crash{.rs,/main.rs}       [[test]] crash, harness = false; it is run
+#       with `cargo test --test crash` because nextest needs the libtest --list protocol
+# Slow Rust tests are #[ignore]d; `make test-all` runs them.
+CRASH_TEST     := $(wildcard crates/rocketstore/tests/crash.rs crates/rocketstore/tests/crash/main.rs)
+FAILPOINT_TEST := $(wildcard crates/rocketstore/tests/failpoints.rs crates/rocketstore/tests/failpoints/main.rs)
+HAVE_NEXTEST   := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
+
+test-rust-all: NEXTEST_EXTRA := --run-ignored all
+test-rust-all: LIBTEST_EXTRA := --include-ignored
+
+# Separate steps, so that `make -k` (as in .ci/run) still runs the others after a failure.
+test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests ## Rust tests: nextest (or cargo test), doctests, crash and failpoint tests
+test-rust-all: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests
+
+rust-tests:
+	$(call say,Rust tests$(if $(LIBTEST_EXTRA), including ignored ones))
+ifneq ($(HAVE_NEXTEST),)
+	$(CARGO) nextest run $(LOCKED) --workspace --no-tests=warn $(if $(IS_CI),--profile ci) $(if $(CRASH_TEST),-E 'not binary(=crash)') $(NEXTEST_EXTRA) $(CARGO_TEST_ARGS)
+else
+	@echo "(cargo-nextest is not installed; using cargo test)"
+	$(CARGO) test $(LOCKED) --workspace --lib --bins --tests $(CARGO_TEST_ARGS) -- $(LIBTEST_EXTRA)
+endif
+
+rust-doctests:
+	$(call say,Rust doctests)
+	$(CARGO) test $(LOCKED) --workspace --doc $(CARGO_TEST_ARGS)
+
+rust-crash-tests:
+ifneq ($(and $(CRASH_TEST),$(HAVE_NEXTEST)),)
+	$(call say,Rust crash tests (harness = false: run by cargo test; the harness kills its own child processes))
+	$(CARGO) test $(LOCKED) -p rocketstore --test crash
+endif
+
+rust-failpoint-tests:
+ifneq ($(FAILPOINT_TEST),)
+	$(call say,Rust failpoint tests (feature failpoints, one test thread))
+	$(CARGO) test $(LOCKED) -p rocketstore --features failpoints --test failpoints -- --test-threads 1 $(LIBTEST_EXTRA)
+endif
+
+test-python: build java-check ## Python tests: pytest -m 'not slow'
+	$(call say,Python tests: pytest -m 'not slow')
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-python-all: build java-check
+	$(call say,Python tests: pytest (all markers, including slow))
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ---- run -----------------------------------------------------------------------------
+
+# The `rocketstore` command is [project.scripts] in pyproject.toml -> rocketstore.cli:main.
+CLI_CHECK = @$(PY) -c 'import rocketstore.cli' 2>/dev/null || { \
+	echo "ERROR: rocketstore.cli cannot be imported: python/rocketstore/cli.py (with main()) is missing or broken." >&2; \
+	$(PY) -c 'import rocketstore.cli' >&2 || true; exit 1; }
+
+demo: build java-check ## Run the demo job on the embedded default data (.venv/bin/rocketstore demo)
+	$(CLI_CHECK)
+	$(call say,Running the demo: $(VENV_BIN)/rocketstore demo)
+	$(VENV_BIN)/rocketstore demo
+
+bench: build ## Run the Rust benchmarks (criterion, benches/) and the Python end-to-end benchmark
+ifneq ($(wildcard benches/Cargo.toml),)
+	$(call say,Rust benchmarks: cargo bench (set ROCKETSTORE_BENCH_DIR to pick the disk))
+	$(CARGO) bench $(LOCKED) --workspace --bench '*'
+else
+	$(call say,No Rust benchmarks yet (benches/Cargo.toml does not exist))
+endif
+	$(CLI_CHECK)
+	$(call say,Python benchmark: $(VENV_BIN)/rocketstore bench)
+	$(VENV_BIN)/rocketstore bench
+
+# ---- clean-up ------------------------------------------------------------------------
+
+clean-py: ## Remove .venv, the built extension and Python caches (keeps the Rust target/ dir)
+	rm -rf "$(VENV)" .pytest_cache .mypy_cache .ruff_cache .hypothesis dist demo-store
+	rm -f python/rocketstore/_native*.so
+	find python tests -type d -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
+
+clean: clean-py ## Remove everything built (clean-py + cargo clean); next build starts from scratch
+	$(CARGO) clean
+
+FORCE:
