@@ -8,9 +8,15 @@ use rocketstore::{PutMessage, Store, StoreConfig};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let dir = args.get(1).cloned().unwrap_or_else(|| "/tmp/rs-append".into());
+    let dir = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "/tmp/rs-append".into());
     let body_len: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100);
-    let n: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4_000_000);
+    let n: usize = args
+        .get(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4_000_000);
     let _ = std::fs::remove_dir_all(&dir);
     let mut cfg = StoreConfig::default();
     if let Ok(v) = std::env::var("ROCKETSTORE_POPULATE") {
@@ -22,8 +28,14 @@ fn main() {
     let store = Store::open(&dir, cfg).unwrap();
     let body = vec![b'x'; body_len];
     let batch = 4096;
-    let msgs: Vec<PutMessage<'_>> =
-        (0..batch).map(|i| PutMessage { topic: "BenchTopic", body: &body, queue_id: (i % 8) as i32, ..Default::default() }).collect();
+    let msgs: Vec<PutMessage<'_>> = (0..batch)
+        .map(|i| PutMessage {
+            topic: "BenchTopic",
+            body: &body,
+            queue_id: (i % 8) as i32,
+            ..Default::default()
+        })
+        .collect();
     let t = Instant::now();
     let mut done = 0;
     let mut bytes = 0u64;

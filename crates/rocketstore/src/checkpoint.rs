@@ -33,10 +33,13 @@ pub(crate) fn read(root: &Path) -> Result<Option<std::result::Result<Checkpoint,
 pub(crate) fn write(root: &Path, cp: &Checkpoint, sync: bool) -> Result<()> {
     let path = root.join(CHECKPOINT_FILE);
     let tmp = root.join("checkpoint.tmp");
-    fail::fail_point!(fp::CHECKPOINT_WRITE, |arg| Err(fp::injected("write", &path, arg)));
+    fail::fail_point!(fp::CHECKPOINT_WRITE, |arg| Err(fp::injected(
+        "write", &path, arg
+    )));
     let bytes = cp.encode();
     let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-    f.write_all(&bytes).map_err(|e| Error::io("write", &tmp, e))?;
+    f.write_all(&bytes)
+        .map_err(|e| Error::io("write", &tmp, e))?;
     if sync {
         f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
     }
@@ -55,7 +58,8 @@ pub(crate) fn create_abort(root: &Path, sync: bool) -> Result<()> {
     if path.exists() {
         let _ = std::fs::copy(&path, root.join("abort.bak"));
     }
-    std::fs::write(&path, std::process::id().to_string()).map_err(|e| Error::io("write", &path, e))?;
+    std::fs::write(&path, std::process::id().to_string())
+        .map_err(|e| Error::io("write", &path, e))?;
     if sync {
         crate::util::fsync_dir(root)?;
     }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rocketstore_format::{
-    crc32_masked, decode_record, encode_record, sysflag, DecodeOptions, Decoded, HostAddr, MessageVersion,
-    RecordHeader, RecordView,
+    crc32_masked, decode_record, encode_record, sysflag, DecodeOptions, Decoded, HostAddr,
+    MessageVersion, RecordHeader, RecordView,
 };
 
 use crate::config::{FlushDiskType, StoreConfig};
@@ -104,6 +104,9 @@ pub(crate) struct CommitLog {
     background: bool,
     /// Files the writer had to create itself (the allocator was not ahead).
     sync_creations: std::sync::atomic::AtomicU64,
+    /// Messages and bytes put per topic (RocketMQ StoreStatsService), updated outside the put
+    /// lock once per run of equal topics.
+    put_stats: Mutex<HashMap<String, (u64, u64)>>,
 }
 
 impl CommitLog {
@@ -118,10 +121,18 @@ impl CommitLog {
         flush_signal: Arc<Signal>,
         commit_signal: Arc<Signal>,
     ) -> Result<Self> {
-        let queue = MappedFileQueue::load(dir, cfg.mapped_file_size_commit_log, writable, SizePolicy::Infer)?;
+        let queue = MappedFileQueue::load(
+            dir,
+            cfg.mapped_file_size_commit_log,
+            writable,
+            SizePolicy::Infer,
+        )?;
         let file_size = queue.file_size();
         let pool = (writable && cfg.transient_store_pool_enable).then(|| {
-            Arc::new(TransientStorePool::new(file_size as usize, cfg.transient_store_pool_size as usize))
+            Arc::new(TransientStorePool::new(
+                file_size as usize,
+                cfg.transient_store_pool_size as usize,
+            ))
         });
         let warm = cfg.warm_mapped_file_enable.then(|| {
             (cfg.flush_disk_type == FlushDiskType::SyncFlush)
@@ -133,7 +144,11 @@ impl CommitLog {
             file_size,
             flush_disk_type: cfg.flush_disk_type,
             sync_flush_timeout: Duration::from_millis(cfg.sync_flush_timeout),
-            create_opts: CreateOptions { sync: cfg.fsync_directory, populate: cfg.populate_mapped_file, warm },
+            create_opts: CreateOptions {
+                sync: cfg.fsync_directory,
+                populate: cfg.populate_mapped_file,
+                warm,
+            },
             allocator,
             pool,
             health,
@@ -142,6 +157,7 @@ impl CommitLog {
             wake_flush_on_put: !cfg.flush_commit_log_timed,
             background: cfg.background_threads,
             sync_creations: std::sync::atomic::AtomicU64::new(0),
+            put_stats: Mutex::new(HashMap::new()),
         })
     }
 
@@ -170,7 +186,11 @@ impl CommitLog {
     }
 
     /// Seeds the queue offset table (recovery) and the last store timestamp.
-    pub(crate) fn set_queue_offsets(&self, table: HashMap<String, Vec<i64>>, last_store_timestamp: i64) {
+    pub(crate) fn set_queue_offsets(
+        &self,
+        table: HashMap<String, Vec<i64>>,
+        last_store_timestamp: i64,
+    ) {
         let mut st = lock(&self.put);
         st.queue_offsets = table;
         st.last_store_timestamp = st.last_store_timestamp.max(last_store_timestamp);
@@ -179,7 +199,11 @@ impl CommitLog {
     /// The next queue offset of (topic, queue id).
     pub(crate) fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
         let st = lock(&self.put);
-        st.queue_offsets.get(topic).and_then(|v| v.get(queue_id as usize)).copied().unwrap_or(0)
+        st.queue_offsets
+            .get(topic)
+            .and_then(|v| v.get(queue_id as usize))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Snapshot of the queue offset table.
@@ -189,13 +213,23 @@ impl CommitLog {
 
     /// Files the writer created itself instead of taking them from the allocate service.
     pub(crate) fn sync_creations(&self) -> u64 {
-        self.sync_creations.load(std::sync::atomic::Ordering::Relaxed)
+        self.sync_creations
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn create_file_sync(&self, offset: u64) -> Result<Arc<MappedFile>> {
-        self.sync_creations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = self.queue.dir().join(rocketstore_format::offset_to_file_name(offset));
-        Ok(Arc::new(MappedFile::create(&path, offset, self.file_size as usize, &self.create_opts)?))
+        self.sync_creations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = self
+            .queue
+            .dir()
+            .join(rocketstore_format::offset_to_file_name(offset));
+        Ok(Arc::new(MappedFile::create(
+            &path,
+            offset,
+            self.file_size as usize,
+            &self.create_opts,
+        )?))
     }
 
     /// The file the writer appends to, rolling to a new one when the current is full.
@@ -239,7 +273,12 @@ impl CommitLog {
     /// Appends `msgs` under one acquisition of the put lock; `props` holds their encoded
     /// properties. Returns one result per message. Messages after a failed file roll get
     /// `CREATE_MAPPED_FILE_FAILED`; if the very first one fails, the error is returned.
-    pub(crate) fn append(&self, msgs: &[Prepared<'_>], props: &[u8], store_host: HostAddr) -> Result<Vec<PutResult>> {
+    pub(crate) fn append(
+        &self,
+        msgs: &[Prepared<'_>],
+        props: &[u8],
+        store_host: HostAddr,
+    ) -> Result<Vec<PutResult>> {
         self.health.check()?;
         let mut results = Vec::with_capacity(msgs.len());
         let mut st = lock(&self.put);
@@ -290,7 +329,7 @@ impl CommitLog {
                 } else {
                     0
                 };
-                let mut hdr = m.header.clone();
+                let mut hdr = m.header;
                 hdr.queue_offset = queue_offset;
                 hdr.physical_offset = phy as i64;
                 hdr.store_timestamp = store_ts;
@@ -313,7 +352,11 @@ impl CommitLog {
                 if let Some(e) = failed {
                     // Nothing was published: give the queue offset back.
                     if dispatched {
-                        if let Some(slot) = st.queue_offsets.get_mut(m.topic).and_then(|v| v.get_mut(qid)) {
+                        if let Some(slot) = st
+                            .queue_offsets
+                            .get_mut(m.topic)
+                            .and_then(|v| v.get_mut(qid))
+                        {
                             *slot -= 1;
                         }
                     }
@@ -342,6 +385,7 @@ impl CommitLog {
             f.publish_wrote(pos);
         }
         drop(st);
+        self.count_puts(msgs, &results);
         if let Some(e) = failed {
             if results.is_empty() {
                 return Err(e);
@@ -360,6 +404,42 @@ impl CommitLog {
         Ok(results)
     }
 
+    fn count_puts(&self, msgs: &[Prepared<'_>], results: &[PutResult]) {
+        let mut stats = lock(&self.put_stats);
+        let mut run: Option<(&str, u64, u64)> = None;
+        for (m, r) in msgs.iter().zip(results) {
+            match &mut run {
+                Some((t, n, b)) if *t == m.topic => {
+                    *n += 1;
+                    *b += r.wrote_bytes as u64;
+                }
+                _ => {
+                    if let Some((t, n, b)) = run.take() {
+                        let e = stats.entry(t.to_string()).or_default();
+                        e.0 += n;
+                        e.1 += b;
+                    }
+                    run = Some((m.topic, 1, r.wrote_bytes as u64));
+                }
+            }
+        }
+        if let Some((t, n, b)) = run {
+            let e = stats.entry(t.to_string()).or_default();
+            e.0 += n;
+            e.1 += b;
+        }
+    }
+
+    /// Messages and bytes put per topic since open.
+    pub(crate) fn put_stats(&self) -> Vec<(String, u64, u64)> {
+        let mut v: Vec<_> = lock(&self.put_stats)
+            .iter()
+            .map(|(t, (n, b))| (t.clone(), *n, *b))
+            .collect();
+        v.sort();
+        v
+    }
+
     /// Flush handling after an append, outside the put lock.
     fn after_append(&self, results: &mut [PutResult]) -> Result<()> {
         let Some(end) = results
@@ -370,10 +450,8 @@ impl CommitLog {
         else {
             return Ok(());
         };
-        if self.pool.is_some() {
-            if self.background {
-                self.commit_signal.wakeup();
-            }
+        if self.pool.is_some() && self.background {
+            self.commit_signal.wakeup();
         }
         match self.flush_disk_type {
             FlushDiskType::AsyncFlush => {
@@ -407,16 +485,14 @@ impl CommitLog {
     /// Commits (transient pool) and flushes until `target` is durable. Poisons the store on a
     /// failed flush.
     pub(crate) fn flush_until(&self, target: u64) -> Result<u64> {
-        let r = (|| {
-            loop {
-                if self.pool.is_some() {
-                    while self.queue.commit(0)? {}
-                }
-                let moved = self.queue.flush(0)?;
-                let flushed = self.queue.flushed_where();
-                if flushed >= target || !moved {
-                    return Ok(flushed);
-                }
+        let r = (|| loop {
+            if self.pool.is_some() {
+                while self.queue.commit(0)? {}
+            }
+            let moved = self.queue.flush(0)?;
+            let flushed = self.queue.flushed_where();
+            if flushed >= target || !moved {
+                return Ok(flushed);
             }
         })();
         match r {
@@ -456,13 +532,77 @@ impl CommitLog {
         let file = self.queue.find(offset)?;
         let pos = (offset - file.from()) as usize;
         file.slice(pos, size)?;
-        Some(RecordRef { file, pos, len: size })
+        Some(RecordRef {
+            file,
+            pos,
+            len: size,
+        })
     }
 
     /// Iterates records from `offset` (which must be a record boundary), stopping at the end of
     /// readable data. Blank records move to the next file.
     pub(crate) fn iter_from(&self, offset: u64, opts: DecodeOptions) -> RecordIter<'_> {
-        RecordIter { log: self, offset, opts, done: false }
+        RecordIter {
+            log: self,
+            offset,
+            opts,
+            done: false,
+        }
+    }
+
+    /// Decodes records from `from` (a record boundary) while they end at or before `end`,
+    /// calling `f` with each record and its offset; blank records move to the next file.
+    /// Returns the offset after the last record handed to `f`. A record that fails to decode
+    /// inside the readable range is a `Corruption` error.
+    pub(crate) fn for_each_record(
+        &self,
+        from: u64,
+        end: u64,
+        mut f: impl FnMut(&RecordView<'_>, u64) -> Result<()>,
+    ) -> Result<u64> {
+        let mut offset = from;
+        while offset < end {
+            let Some(file) = self.queue.find(offset) else {
+                break;
+            };
+            let pos = (offset - file.from()) as usize;
+            let Some(rest) = file.slice_to_end(pos) else {
+                break;
+            };
+            if rest.is_empty() {
+                if file.is_full() {
+                    offset = file.from() + file.size() as u64;
+                    continue;
+                }
+                break;
+            }
+            // Dispatch does not re-check CRCs (RocketMQ's reput does not); recovery did.
+            let opts = DecodeOptions {
+                check_crc: false,
+                expected_physical_offset: Some(offset as i64),
+                ..DecodeOptions::default()
+            };
+            match decode_record(rest, &opts) {
+                Ok(Decoded::Message(rec)) => {
+                    let next = offset + rec.total_size as u64;
+                    if next > end {
+                        break;
+                    }
+                    f(&rec, offset)?;
+                    offset = next;
+                }
+                Ok(Decoded::Blank { .. }) => offset = file.from() + file.size() as u64,
+                Err(e) if e.is_incomplete() => break,
+                Err(e) => {
+                    return Err(Error::corruption(
+                        file.path(),
+                        offset,
+                        CorruptionKind::Invalid(e.to_string()),
+                    ));
+                }
+            }
+        }
+        Ok(offset)
     }
 
     /// Scans files `from_index..` to find the end of valid data (spec §7.5). `on_record` sees
@@ -483,7 +623,9 @@ impl CommitLog {
         out.end = start.from();
         for (i, f) in files.iter().enumerate().skip(from_index) {
             let mut pos = 0usize;
-            let Some(view) = f.recovery_view(0) else { break };
+            let Some(view) = f.recovery_view(0) else {
+                break;
+            };
             loop {
                 out.end = f.from() + pos as u64;
                 let rest = view.get(pos..).unwrap_or(&[]);
@@ -502,7 +644,10 @@ impl CommitLog {
                 };
                 match decode_record(rest, &opts) {
                     Ok(Decoded::Message(rec)) if check_crc && !record_intact(&rec) => {
-                        out.damage = Some((out.end, "whole-record CRC (__CRC32#) mismatch or torn properties".into()));
+                        out.damage = Some((
+                            out.end,
+                            "whole-record CRC (__CRC32#) mismatch or torn properties".into(),
+                        ));
                         return out;
                     }
                     Ok(Decoded::Message(rec)) => {
@@ -513,7 +658,13 @@ impl CommitLog {
                     }
                     Ok(Decoded::Blank { total_size }) => {
                         if total_size as usize != rest.len() {
-                            out.damage = Some((out.end, format!("blank record of {total_size} bytes with {} left in the file", rest.len())));
+                            out.damage = Some((
+                                out.end,
+                                format!(
+                                    "blank record of {total_size} bytes with {} left in the file",
+                                    rest.len()
+                                ),
+                            ));
                             return out;
                         }
                         if i + 1 >= files.len() {
@@ -536,6 +687,30 @@ impl CommitLog {
         out
     }
 
+    /// Abnormal recovery's start file (spec §7.5, HEAD rule): walking back from the last file,
+    /// the first whose first record passes the validator and was stored at or before
+    /// `min_timestamp`; file 0 if none.
+    pub(crate) fn abnormal_start_index(&self, min_timestamp: i64, max_record: u32) -> usize {
+        let files = self.queue.files();
+        for (i, f) in files.iter().enumerate().rev() {
+            let Some(view) = f.recovery_view(0) else {
+                continue;
+            };
+            let opts = DecodeOptions {
+                check_crc: true,
+                max_total_size: max_record,
+                expected_physical_offset: Some(f.from() as i64),
+                ..DecodeOptions::default()
+            };
+            if let Ok(Decoded::Message(rec)) = decode_record(view, &opts) {
+                if rec.store_timestamp != 0 && rec.store_timestamp <= min_timestamp {
+                    return i;
+                }
+            }
+        }
+        0
+    }
+
     /// Sets the recovered end: cursors, dirty tail, files past the end.
     pub(crate) fn truncate_to(&self, end: u64) -> Result<usize> {
         let removed = self.queue.truncate_dirty(end)?;
@@ -553,7 +728,11 @@ impl CommitLog {
     /// snapshot with `flushed <= committed <= wrote` even while the services move them.
     pub(crate) fn cursors(&self) -> (u64, u64, u64) {
         let flushed = self.queue.flushed_where();
-        let committed = if self.pool.is_some() { self.queue.committed_frontier() } else { self.queue.max_wrote_offset() };
+        let committed = if self.pool.is_some() {
+            self.queue.committed_frontier()
+        } else {
+            self.queue.max_wrote_offset()
+        };
         let wrote = self.queue.max_wrote_offset();
         (wrote, committed, flushed)
     }
@@ -605,15 +784,26 @@ impl Iterator for RecordIter<'_> {
                 self.done = true;
                 return None;
             }
-            let opts = DecodeOptions { expected_physical_offset: Some(self.offset as i64), ..self.opts };
+            let opts = DecodeOptions {
+                expected_physical_offset: Some(self.offset as i64),
+                ..self.opts
+            };
             match decode_record(rest, &opts) {
                 Ok(Decoded::Message(rec)) if opts.check_crc && !record_intact(&rec) => {
                     self.done = true;
-                    return Some(Err(Error::corruption(file.path(), self.offset, CorruptionKind::CrcMismatch)));
+                    return Some(Err(Error::corruption(
+                        file.path(),
+                        self.offset,
+                        CorruptionKind::CrcMismatch,
+                    )));
                 }
                 Ok(Decoded::Message(rec)) => {
                     let len = rec.total_size as usize;
-                    let r = RecordRef { file: Arc::clone(&file), pos, len };
+                    let r = RecordRef {
+                        file: Arc::clone(&file),
+                        pos,
+                        len,
+                    };
                     self.offset += len as u64;
                     return Some(Ok(r));
                 }
@@ -638,13 +828,6 @@ impl Iterator for RecordIter<'_> {
     }
 }
 
-/// Encodes the properties of a message into `out`; returns the range written.
-pub(crate) fn encode_props_into<'a>(out: &mut Vec<u8>, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Range<usize> {
-    let start = out.len();
-    rocketstore_format::encode_properties(pairs, out);
-    start..out.len()
-}
-
 /// Checks beyond the body CRC that `decode_record` does: the whole-record `__CRC32#` property
 /// when present, and that a non-empty properties string ends with its 0x02 separator (every
 /// encoder writes one after each pair, so a missing one means the record's tail was torn).
@@ -652,7 +835,9 @@ pub(crate) fn record_intact(rec: &RecordView<'_>) -> bool {
     if rocketstore_format::prop_crc::verify(rec.bytes()) == Some(false) {
         return false;
     }
-    rec.properties_raw.last().is_none_or(|&b| b == rocketstore_format::PROPERTY_SEPARATOR)
+    rec.properties_raw
+        .last()
+        .is_none_or(|&b| b == rocketstore_format::PROPERTY_SEPARATOR)
 }
 
 /// Body CRC as stored (RocketMQ `UtilAll.crc32` masked).

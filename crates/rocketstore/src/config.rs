@@ -39,7 +39,9 @@ impl FromStr for FlushDiskType {
         match s {
             "ASYNC_FLUSH" => Ok(FlushDiskType::AsyncFlush),
             "SYNC_FLUSH" => Ok(FlushDiskType::SyncFlush),
-            other => Err(format!("expected \"ASYNC_FLUSH\" or \"SYNC_FLUSH\", got {other:?}")),
+            other => Err(format!(
+                "expected \"ASYNC_FLUSH\" or \"SYNC_FLUSH\", got {other:?}"
+            )),
         }
     }
 }
@@ -318,6 +320,26 @@ store_config! {
         /// Disk usage percentage above which files are deleted immediately (RocketMQ
         /// `diskSpaceCleanForciblyRatio`).
         disk_space_clean_forcibly_ratio: u64 = 85, [30, 85], Some("diskSpaceCleanForciblyRatio");
+        /// Bytes one read may return when its messages are in memory (RocketMQ
+        /// `maxTransferBytesOnMessageInMemory`).
+        max_transfer_bytes_on_message_in_memory: u64 = 256 * 1024, [1, 1 << 30], Some("maxTransferBytesOnMessageInMemory");
+        /// Messages one read may return when they are in memory (RocketMQ
+        /// `maxTransferCountOnMessageInMemory`).
+        max_transfer_count_on_message_in_memory: u64 = 32, [1, 1 << 20], Some("maxTransferCountOnMessageInMemory");
+        /// Bytes one read may return when its messages are on disk (RocketMQ
+        /// `maxTransferBytesOnMessageInDisk`).
+        max_transfer_bytes_on_message_in_disk: u64 = 64 * 1024, [1, 1 << 30], Some("maxTransferBytesOnMessageInDisk");
+        /// Messages one read may return when they are on disk (RocketMQ
+        /// `maxTransferCountOnMessageInDisk`).
+        max_transfer_count_on_message_in_disk: u64 = 8, [1, 1 << 20], Some("maxTransferCountOnMessageInDisk");
+        /// Percentage of physical memory behind the commit log end within which messages count
+        /// as "in memory" (RocketMQ `accessMessageInMemoryMaxRatio`).
+        access_message_in_memory_max_ratio: u64 = 40, [0, 100], Some("accessMessageInMemoryMaxRatio");
+        /// Bytes of consume queue scanned per read when filtering (RocketMQ
+        /// `maxFilterMessageSize`).
+        max_filter_message_size: u64 = 16_000, [20, 1 << 30], Some("maxFilterMessageSize");
+        /// Most results of one key query (RocketMQ `maxMsgsNumBatch`).
+        max_msgs_num_batch: u64 = 64, [1, 1 << 20], Some("maxMsgsNumBatch");
         /// Put-lock hold time in ms above which puts report `OS_PAGE_CACHE_BUSY` (RocketMQ
         /// `osPageCacheBusyTimeOutMills`).
         os_page_cache_busy_timeout_mills: u64 = 1000, [1, 3_600_000], Some("osPageCacheBusyTimeOutMills");
@@ -364,18 +386,27 @@ store_config! {
 }
 
 fn default_store_host() -> HostAddr {
-    HostAddr { ip: std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)), port: 10911 }
+    HostAddr {
+        ip: std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)),
+        port: 10911,
+    }
 }
 
 fn config_err(key: &str, reason: &str) -> Error {
-    Error::Config { key: key.to_string(), reason: reason.to_string() }
+    Error::Config {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 fn int_value(key: &str, value: &ConfigValue, min: i64, max: i64) -> Result<i64> {
     match value {
         ConfigValue::Int(v) if (min..=max).contains(v) => Ok(*v),
         ConfigValue::Int(v) => Err(config_err(key, &format!("{v} is outside {min}..={max}"))),
-        other => Err(config_err(key, &format!("expected an integer, got {other}"))),
+        other => Err(config_err(
+            key,
+            &format!("expected an integer, got {other}"),
+        )),
     }
 }
 
@@ -438,10 +469,14 @@ impl StoreConfig {
     fn set_str_field(&mut self, key: &str, value: ConfigValue) -> Result<()> {
         match key {
             "flush_disk_type" => {
-                self.flush_disk_type = str_value(key, &value)?.parse().map_err(|e: String| config_err(key, &e))?;
+                self.flush_disk_type = str_value(key, &value)?
+                    .parse()
+                    .map_err(|e: String| config_err(key, &e))?;
             }
             "recovery_mode" => {
-                self.recovery_mode = str_value(key, &value)?.parse().map_err(|e: String| config_err(key, &e))?;
+                self.recovery_mode = str_value(key, &value)?
+                    .parse()
+                    .map_err(|e: String| config_err(key, &e))?;
             }
             "delete_when" => {
                 let s = str_value(key, &value)?;
@@ -460,7 +495,10 @@ impl StoreConfig {
                     .map_err(|e: rocketstore_format::FieldError| config_err(key, &e.to_string()))?;
             }
             _ => {
-                return Err(config_err(key, "unknown configuration key (see StoreConfig::fields())"))
+                return Err(config_err(
+                    key,
+                    "unknown configuration key (see StoreConfig::fields())",
+                ))
             }
         }
         Ok(())
@@ -516,7 +554,9 @@ impl StoreConfig {
 pub(crate) fn parse_delete_when(s: &str) -> std::result::Result<Vec<u32>, String> {
     let mut hours = Vec::new();
     for part in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
-        let h: u32 = part.parse().map_err(|_| format!("{part:?} is not an hour"))?;
+        let h: u32 = part
+            .parse()
+            .map_err(|_| format!("{part:?} is not an hour"))?;
         if h > 23 {
             return Err(format!("{h} is not an hour (00-23)"));
         }
@@ -544,17 +584,29 @@ mod tests {
     #[test]
     fn set_checks_names_types_and_ranges() {
         let mut c = StoreConfig::default();
-        c.set("mapped_file_size_commit_log", ConfigValue::Int(65536)).unwrap();
+        c.set("mapped_file_size_commit_log", ConfigValue::Int(65536))
+            .unwrap();
         assert_eq!(c.mapped_file_size_commit_log, 65536);
-        assert!(c.set("mapped_file_size_commit_log", ConfigValue::Int(10)).is_err());
-        assert!(c.set("mapped_file_size_commit_log", ConfigValue::Bool(true)).is_err());
+        assert!(c
+            .set("mapped_file_size_commit_log", ConfigValue::Int(10))
+            .is_err());
+        assert!(c
+            .set("mapped_file_size_commit_log", ConfigValue::Bool(true))
+            .is_err());
         assert!(c.set("no_such_key", ConfigValue::Int(1)).is_err());
-        c.set("flush_disk_type", ConfigValue::Str("SYNC_FLUSH".into())).unwrap();
+        c.set("flush_disk_type", ConfigValue::Str("SYNC_FLUSH".into()))
+            .unwrap();
         assert_eq!(c.flush_disk_type, FlushDiskType::SyncFlush);
-        assert!(c.set("flush_disk_type", ConfigValue::Str("sometimes".into())).is_err());
+        assert!(c
+            .set("flush_disk_type", ConfigValue::Str("sometimes".into()))
+            .is_err());
         assert!(c.set("delete_when", ConfigValue::Str("25".into())).is_err());
-        c.set("store_host", ConfigValue::Str("10.0.0.1:10911".into())).unwrap();
-        assert_eq!(c.get("store_host"), Some(ConfigValue::Str("10.0.0.1:10911".into())));
+        c.set("store_host", ConfigValue::Str("10.0.0.1:10911".into()))
+            .unwrap();
+        assert_eq!(
+            c.get("store_host"),
+            Some(ConfigValue::Str("10.0.0.1:10911".into()))
+        );
         let names: Vec<_> = StoreConfig::fields().iter().map(|f| f.name).collect();
         assert!(names.contains(&"transient_store_pool_enable"));
         assert!(names.contains(&"flush_disk_type"));

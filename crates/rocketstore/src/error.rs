@@ -151,17 +151,27 @@ impl Error {
         if source.kind() == io::ErrorKind::StorageFull
             || source.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
         {
-            return Error::DiskFull { path, reason: format!("{op}: {source}") };
+            return Error::DiskFull {
+                path,
+                reason: format!("{op}: {source}"),
+            };
         }
         Error::Io { op, path, source }
     }
 
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
-        Error::InvalidArgument { field, reason: reason.into() }
+        Error::InvalidArgument {
+            field,
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn corruption(file: impl Into<PathBuf>, offset: u64, kind: CorruptionKind) -> Self {
-        Error::Corruption { file: file.into(), offset, kind }
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            kind,
+        }
     }
 
     /// True if the same call may succeed later without reopening the store (disk full, lock

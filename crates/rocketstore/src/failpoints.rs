@@ -28,8 +28,16 @@ pub const CHECKPOINT_WRITE: &str = "checkpoint::write";
 pub const UNLINK: &str = "mapped_file::destroy::unlink";
 
 /// Every failpoint name, for sweeps.
-pub const ALL: &[&str] =
-    &[CREATE_OPEN, CREATE_FALLOCATE, CREATE_FSYNC, MAP, FLUSH_MSYNC, COMMIT_COPY, CHECKPOINT_WRITE, UNLINK];
+pub const ALL: &[&str] = &[
+    CREATE_OPEN,
+    CREATE_FALLOCATE,
+    CREATE_FSYNC,
+    MAP,
+    FLUSH_MSYNC,
+    COMMIT_COPY,
+    CHECKPOINT_WRITE,
+    UNLINK,
+];
 
 /// The error an injected failure at `op` on `path` produces; `arg` is the failpoint's value.
 #[allow(dead_code)]

@@ -6,7 +6,7 @@
 //! RocketMQ broker; a broker's store opens here read-only without a byte changed.
 //!
 //! The on-disk format is specified in `rocketmq-store-format.md` and implemented, without I/O,
-//! by the [`rocketstore_format`] crate (re-exported as [`format`]).
+//! by the [`rocketstore_format`] crate (re-exported as [`format`](mod@format)).
 //!
 //! Design rules the code keeps:
 //! - `unsafe` lives only in the private `mmap` module, each block justified by its contract.
@@ -20,10 +20,17 @@
 mod checkpoint;
 mod commitlog;
 pub mod config;
+mod consume_queue;
+mod dispatch;
 mod error;
 pub mod failpoints;
+mod index;
+mod json;
+mod longpoll;
 mod message;
 mod mmap;
+mod offsets;
+mod read;
 mod segment;
 mod service;
 mod store;
@@ -34,8 +41,12 @@ pub use rocketstore_format as format;
 
 pub use checkpoint::{ABORT_FILE, CHECKPOINT_FILE};
 pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode, StoreConfig};
+pub use dispatch::Subscription;
 pub use error::{CorruptionKind, Error, Result};
-pub use message::{PutMessage, PutResult, PutStatus, StoredMessage, TransactionType};
+pub use message::{
+    GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,
+    TransactionType,
+};
 pub use rocketstore_format::HostAddr;
 pub use service::Wake;
 pub use store::{Cursors, RecoveryReport, Scanner, Store};

@@ -1,6 +1,8 @@
 //! Public message types: what a put takes and returns, and what a read returns.
 
-use rocketstore_format::{offset_msg_id, sysflag, HostAddr, MessageVersion, Properties, RecordView};
+use rocketstore_format::{
+    offset_msg_id, sysflag, HostAddr, MessageVersion, Properties, RecordView,
+};
 
 /// RocketMQ's `PutMessageStatus`. A status, not an error: `FlushDiskTimeout` means the message
 /// was written but is not known to be durable.
@@ -138,6 +140,10 @@ pub struct PutMessage<'a> {
     pub prepared_transaction_offset: i64,
     /// An explicit `UNIQ_KEY`; generated when `None` and `auto_uniq_key` is on.
     pub uniq_key: Option<&'a str>,
+    /// Delay level (1-based, clamped to the level table): the message is stored in
+    /// `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, with `REAL_TOPIC`, `REAL_QID` and `DELAY`, as
+    /// RocketMQ's broker hook does. 0 means no delay.
+    pub delay_level: i32,
 }
 
 /// A record read back from the commit log, decoded and owned.
@@ -230,4 +236,103 @@ impl StoredMessage {
     pub fn crc_ok(&self) -> bool {
         rocketstore_format::crc32_masked(&self.body) == self.body_crc
     }
+}
+
+/// RocketMQ's `GetMessageStatus`: the outcome of a read, never an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GetStatus {
+    /// Messages were found.
+    Found,
+    /// Entries were scanned but none matched the subscription.
+    NoMatchedMessage,
+    /// The first needed commit log record was already deleted.
+    MessageWasRemoving,
+    /// The consume queue unit at the offset could not be read (its file is gone).
+    OffsetFoundNull,
+    /// The offset is beyond the queue's end by more than one.
+    OffsetOverflowBadly,
+    /// The offset is exactly the queue's end (nothing new yet).
+    OffsetOverflowOne,
+    /// The offset is below the queue's first offset.
+    OffsetTooSmall,
+    /// The queue does not exist.
+    NoMatchedLogicQueue,
+    /// The queue exists but has never held a message.
+    NoMessageInQueue,
+    /// (Broker layer) the consumer must reset its offset.
+    OffsetReset,
+}
+
+impl GetStatus {
+    /// RocketMQ's name (`"FOUND"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GetStatus::Found => "FOUND",
+            GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+            GetStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+            GetStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+            GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+            GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+            GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+            GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+            GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+            GetStatus::OffsetReset => "OFFSET_RESET",
+        }
+    }
+}
+
+/// The result of `get_message` / `pull`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GetResult {
+    /// What happened.
+    pub status: GetStatus,
+    /// Where the next read should start (RocketMQ's nextBeginOffset rules).
+    pub next_begin_offset: i64,
+    /// The queue's first offset.
+    pub min_offset: i64,
+    /// The queue's end offset (next to be written).
+    pub max_offset: i64,
+    /// The messages, in queue order.
+    pub messages: Vec<StoredMessage>,
+}
+
+/// The result of `query_message`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryResult {
+    /// Messages whose KEYS or UNIQ_KEY equal the key, ascending commit log offset.
+    pub messages: Vec<StoredMessage>,
+    /// endTimestamp of the newest index file.
+    pub index_last_update_timestamp: i64,
+    /// endPhyOffset of the newest index file.
+    pub index_last_update_phy_offset: i64,
+}
+
+/// Store statistics (RocketMQ `StoreStatsService`), see `Store::stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// (topic, messages, bytes) put since open.
+    pub put_by_topic: Vec<(String, u64, u64)>,
+    /// (topic, messages, bytes) returned by reads since open.
+    pub get_by_topic: Vec<(String, u64, u64)>,
+    /// Put (batch) latency distribution: (bucket label, count), RocketMQ's buckets.
+    pub put_latency: Vec<(String, u64)>,
+    /// Flushes that advanced the durable offset.
+    pub flush_count: u64,
+    /// Bytes written but not yet known durable.
+    pub flush_behind_bytes: u64,
+    /// Bytes of commit log not yet dispatched to consume queues and index files.
+    pub dispatch_behind_bytes: u64,
+    /// Records dispatched since open.
+    pub dispatched_messages: u64,
+    /// Commit log files.
+    pub commitlog_files: usize,
+    /// Consume queues.
+    pub consume_queues: usize,
+    /// Index files.
+    pub index_files: usize,
+    /// Pulls waiting for messages.
+    pub waiting_pulls: usize,
+    /// Commit log files the writer created itself (the allocator was not ahead).
+    pub writer_created_files: u64,
 }

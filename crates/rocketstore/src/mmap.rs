@@ -60,21 +60,35 @@ impl MmapRegion {
             ));
         }
         if len == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map an empty file"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot map an empty file",
+            ));
         }
         let mut opts = MmapOptions::new();
         opts.len(len);
-        let raw = if writable { opts.map_raw(file)? } else { opts.map_raw_read_only(file)? };
+        let raw = if writable {
+            opts.map_raw(file)?
+        } else {
+            opts.map_raw_read_only(file)?
+        };
         Ok(Self { raw, len, writable })
     }
 
     /// An anonymous, private, zero-filled mapping (a transient write buffer).
     pub(crate) fn anonymous(len: usize) -> io::Result<Self> {
         if len == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map zero bytes"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot map zero bytes",
+            ));
         }
         let map = MmapOptions::new().len(len).map_anon()?;
-        Ok(Self { raw: MmapRaw::from(map), len, writable: true })
+        Ok(Self {
+            raw: MmapRaw::from(map),
+            len,
+            writable: true,
+        })
     }
 
     /// Length of the mapping in bytes.
@@ -140,7 +154,8 @@ impl MmapRegion {
         // SAFETY: inside the writable mapping (checked above). By invariant 4 the caller is the
         // only writer of this range and it lies above every published watermark, so no shared
         // slice aliases it; the `&mut` does not escape `f` because of the closure's signature.
-        let view = unsafe { std::slice::from_raw_parts_mut(self.raw.as_mut_ptr().add(offset), len) };
+        let view =
+            unsafe { std::slice::from_raw_parts_mut(self.raw.as_mut_ptr().add(offset), len) };
         Some(f(view))
     }
 
@@ -186,7 +201,10 @@ impl MmapRegion {
             return Ok(());
         }
         if self.check(offset, len).is_none() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "flush range out of bounds"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "flush range out of bounds",
+            ));
         }
         self.raw.flush_range(offset, len)
     }
@@ -215,7 +233,10 @@ impl MmapRegion {
         let mut pages = 0usize;
         while pos < to {
             if self.write(pos, &[0]).is_none() {
-                return Err(io::Error::new(io::ErrorKind::PermissionDenied, "read-only mapping"));
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "read-only mapping",
+                ));
             }
             pages += 1;
             every(pages)?;

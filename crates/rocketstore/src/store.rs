@@ -8,16 +8,26 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rocketstore_format::{decode_record, Checkpoint, CheckpointExt, DecodeOptions, Decoded};
+use rocketstore_format::{decode_record, Checkpoint, DecodeOptions, Decoded};
 
 use crate::checkpoint;
 use crate::commitlog::{CommitLog, RecordRef};
-use crate::config::{RecoveryMode, StoreConfig};
+use crate::config::{FlushDiskType, RecoveryMode, StoreConfig};
+use crate::consume_queue::ConsumeQueueStore;
+use crate::dispatch::Subscription;
 use crate::error::{CorruptionKind, Error, Result};
-use crate::message::{PutMessage, PutResult, StoredMessage};
+use crate::index::IndexService;
+use crate::longpoll::{deadline_after, PullWaiters};
+use crate::message::{
+    GetResult, GetStatus, PutMessage, PutResult, QueryResult, StoreStats, StoredMessage,
+};
+use crate::offsets::{ConsumerOffsets, TopicConfigs};
+use crate::read::{self, ReadLimits};
 use crate::segment::CreateOptions;
 use crate::service::allocate::{AllocateService, Allocator};
 use crate::service::flush::{CommitService, FlushService};
+use crate::service::flush_cq::{CheckpointSource, FlushCqService};
+use crate::service::reput::{reput_end, Dispatcher, ReputService};
 use crate::service::{spawn, Health, Service, ServiceHandle, Signal, Wake};
 use crate::util::{lock, now_ms};
 use crate::validate::{prepare, UniqKeyGen};
@@ -51,6 +61,10 @@ pub struct RecoveryReport {
     pub truncated_at: Option<(u64, String)>,
     /// Commit log files removed because they lay past the end.
     pub files_removed: usize,
+    /// Index of the first commit log file recovery scanned.
+    pub scan_start_file: usize,
+    /// Records dispatched to consume queues and index files during recovery.
+    pub redispatched: u64,
 }
 
 /// A RocketMQ-compatible message store rooted at a directory.
@@ -70,17 +84,80 @@ pub struct Store {
     config: StoreConfig,
     read_only: bool,
     log: Arc<CommitLog>,
+    cqs: Arc<ConsumeQueueStore>,
+    index: Option<Arc<IndexService>>,
+    dispatcher: Arc<Dispatcher>,
+    waiters: Arc<PullWaiters>,
+    limits: ReadLimits,
     health: Arc<Health>,
     allocator: Option<Arc<Allocator>>,
     flush_signal: Arc<Signal>,
     commit_signal: Arc<Signal>,
+    reput_signal: Arc<Signal>,
+    checkpoint_source: Arc<CheckpointSource>,
+    consumer_offsets: Arc<ConsumerOffsets>,
+    topics: TopicConfigs,
+    stats: StatsCounters,
     services: Mutex<Vec<ServiceHandle>>,
     state: AtomicU8,
     lock_file: Mutex<Option<File>>,
     uniq: UniqKeyGen,
     recovery: RecoveryReport,
-    /// Serializes `close` against manual service ticks.
-    manual: Mutex<Option<(FlushService, Option<CommitService>)>>,
+    /// The services when they do not run on threads (`background_threads = false`).
+    manual: Mutex<Option<ManualServices>>,
+}
+
+/// RocketMQ's put latency buckets (StoreStatsService `putMessageDistributeTime`).
+const LATENCY_BUCKETS: [(u64, &str); 13] = [
+    (0, "[<=0ms]"),
+    (10, "[0~10ms]"),
+    (50, "[10~50ms]"),
+    (100, "[50~100ms]"),
+    (200, "[100~200ms]"),
+    (500, "[200~500ms]"),
+    (1000, "[500ms~1s]"),
+    (2000, "[1~2s]"),
+    (3000, "[2~3s]"),
+    (4000, "[3~4s]"),
+    (5000, "[4~5s]"),
+    (10_000, "[5~10s]"),
+    (u64::MAX, "[10s~]"),
+];
+
+#[derive(Debug, Default)]
+struct StatsCounters {
+    put_latency: [std::sync::atomic::AtomicU64; 13],
+    get: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+impl StatsCounters {
+    fn record_put(&self, elapsed: Duration) {
+        let ms = elapsed.as_millis() as u64;
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|(limit, _)| ms <= *limit)
+            .unwrap_or(12);
+        self.put_latency[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn record_get(&self, topic: &str, r: &GetResult) {
+        if r.messages.is_empty() {
+            return;
+        }
+        let bytes: u64 = r.messages.iter().map(|m| m.store_size as u64).sum();
+        let mut g = lock(&self.get);
+        let e = g.entry(topic.to_string()).or_default();
+        e.0 += r.messages.len() as u64;
+        e.1 += bytes;
+    }
+}
+
+#[derive(Debug)]
+struct ManualServices {
+    flush: FlushService,
+    commit: Option<CommitService>,
+    reput: ReputService,
+    flush_cq: FlushCqService,
 }
 
 impl Store {
@@ -110,7 +187,10 @@ impl Store {
         if read_only {
             let meta = std::fs::metadata(root).map_err(|e| Error::io("stat", root, e))?;
             if !meta.is_dir() {
-                return Err(Error::UnsupportedFormat { path: root.to_path_buf(), reason: "not a directory".into() });
+                return Err(Error::UnsupportedFormat {
+                    path: root.to_path_buf(),
+                    reason: "not a directory".into(),
+                });
             }
         } else {
             std::fs::create_dir_all(root).map_err(|e| Error::io("mkdir", root, e))?;
@@ -122,15 +202,21 @@ impl Store {
                 reason: "consume queues are stored in RocksDB (storeType=defaultRocksDB); only file-based stores are supported".into(),
             });
         }
-        let lock_file = if read_only { None } else { Some(take_lock(root)?) };
+        let lock_file = if read_only {
+            None
+        } else {
+            Some(take_lock(root)?)
+        };
         let abnormal = root.join(checkpoint::ABORT_FILE).exists();
         let commitlog_dir = root.join("commitlog");
         if !read_only {
-            std::fs::create_dir_all(&commitlog_dir).map_err(|e| Error::io("mkdir", &commitlog_dir, e))?;
+            std::fs::create_dir_all(&commitlog_dir)
+                .map_err(|e| Error::io("mkdir", &commitlog_dir, e))?;
         }
         let health = Health::new();
         let flush_signal = Signal::new();
         let commit_signal = Signal::new();
+        let reput_signal = Signal::new();
         let allocator = (!read_only && config.background_threads).then(|| {
             let warm = config.warm_mapped_file_enable.then(|| {
                 (config.flush_disk_type == crate::FlushDiskType::SyncFlush)
@@ -138,7 +224,11 @@ impl Store {
             });
             Allocator::new(
                 &commitlog_dir,
-                CreateOptions { sync: config.fsync_directory, populate: config.populate_mapped_file, warm },
+                CreateOptions {
+                    sync: config.fsync_directory,
+                    populate: config.populate_mapped_file,
+                    warm,
+                },
                 Signal::new(),
                 Duration::from_millis(config.allocate_wait_timeout),
             )
@@ -152,22 +242,76 @@ impl Store {
             Arc::clone(&flush_signal),
             Arc::clone(&commit_signal),
         )?);
+        // Load order (spec §7.3): commit log, consume queues, checkpoint, index.
+        let cqs = Arc::new(ConsumeQueueStore::load(
+            root,
+            config.consume_queue_file_size(),
+            !read_only,
+        )?);
         let cp = checkpoint::read(root)?;
-        let durable = match &cp {
-            Some(Ok(c)) => c.ext.as_ref().map(|e| e.durable_commitlog_offset.max(0) as u64),
+        let valid_cp = match &cp {
+            Some(Ok(c)) => Some(*c),
             _ => None,
         };
-        let recovery = recover(&log, &config, abnormal, durable, read_only)?;
+        let index = if config.message_index_enable {
+            let slots = u32::try_from(config.max_hash_slot_num).unwrap_or(u32::MAX);
+            let entries = u32::try_from(config.max_index_num).unwrap_or(u32::MAX);
+            let index_ts = valid_cp.as_ref().map_or(0, |c| c.index_msg_timestamp);
+            Some(Arc::new(IndexService::load(
+                root, slots, entries, !read_only, !abnormal, index_ts,
+            )?))
+        } else {
+            None
+        };
+        let waiters = Arc::new(PullWaiters::default());
+        let dispatcher = Arc::new(Dispatcher::new(
+            Arc::clone(&cqs),
+            index.clone(),
+            Arc::clone(&waiters),
+            0,
+            config.delay_levels(),
+            i32::try_from(config.max_queue_nums_per_topic).unwrap_or(i32::MAX) - 1,
+        ));
+        let recovery = recover(
+            &log,
+            &cqs,
+            index.as_deref(),
+            &dispatcher,
+            &config,
+            abnormal,
+            valid_cp.as_ref(),
+            read_only,
+        )?;
+        let consumer_offsets = Arc::new(ConsumerOffsets::load(root)?);
+        let topics = TopicConfigs::load(root)?;
+        let checkpoint_source = Arc::new(CheckpointSource::new(
+            root,
+            Arc::clone(&log),
+            Arc::clone(&dispatcher),
+            index.clone(),
+            config.fsync_directory,
+            valid_cp,
+        ));
         let store = Store {
             root: root.to_path_buf(),
             uniq: UniqKeyGen::new(&config.store_host),
+            limits: ReadLimits::new(&config),
             config,
             read_only,
             log,
+            cqs,
+            index,
+            dispatcher,
+            waiters,
             health,
             allocator,
             flush_signal,
             commit_signal,
+            reput_signal,
+            checkpoint_source,
+            consumer_offsets,
+            topics,
+            stats: StatsCounters::default(),
             services: Mutex::new(Vec::new()),
             state: AtomicU8::new(OPEN),
             lock_file: Mutex::new(lock_file),
@@ -182,23 +326,61 @@ impl Store {
     }
 
     fn start_services(&self) -> Result<()> {
-        let flush = FlushService::new(Arc::clone(&self.log), &self.config);
-        let commit = self
-            .log
-            .has_pool()
-            .then(|| CommitService::new(Arc::clone(&self.log), Arc::clone(&self.flush_signal), &self.config));
+        let flush = FlushService::new(Arc::clone(&self.log), &self.config)
+            .with_reput_signal(Arc::clone(&self.reput_signal));
+        let commit = self.log.has_pool().then(|| {
+            CommitService::new(
+                Arc::clone(&self.log),
+                Arc::clone(&self.flush_signal),
+                &self.config,
+            )
+        });
+        let reput = ReputService::new(
+            Arc::clone(&self.log),
+            Arc::clone(&self.dispatcher),
+            self.config.flush_disk_type,
+        );
+        let flush_cq = FlushCqService::new(
+            Arc::clone(&self.cqs),
+            Arc::clone(&self.checkpoint_source),
+            Arc::clone(&self.consumer_offsets),
+            &self.config,
+        );
         if !self.config.background_threads {
-            *lock(&self.manual) = Some((flush, commit));
+            *lock(&self.manual) = Some(ManualServices {
+                flush,
+                commit,
+                reput,
+                flush_cq,
+            });
             return Ok(());
         }
         let mut services = lock(&self.services);
         if let Some(alloc) = &self.allocator {
-            services.push(spawn(AllocateService::new(Arc::clone(alloc)), alloc.signal(), Arc::clone(&self.health))?);
+            services.push(spawn(
+                AllocateService::new(Arc::clone(alloc)),
+                alloc.signal(),
+                Arc::clone(&self.health),
+            )?);
         }
         if let Some(c) = commit {
-            services.push(spawn(c, Arc::clone(&self.commit_signal), Arc::clone(&self.health))?);
+            services.push(spawn(
+                c,
+                Arc::clone(&self.commit_signal),
+                Arc::clone(&self.health),
+            )?);
         }
-        services.push(spawn(flush, Arc::clone(&self.flush_signal), Arc::clone(&self.health))?);
+        services.push(spawn(
+            flush,
+            Arc::clone(&self.flush_signal),
+            Arc::clone(&self.health),
+        )?);
+        services.push(spawn(
+            reput,
+            Arc::clone(&self.reput_signal),
+            Arc::clone(&self.health),
+        )?);
+        services.push(spawn(flush_cq, Signal::new(), Arc::clone(&self.health))?);
         Ok(())
     }
 
@@ -249,7 +431,9 @@ impl Store {
     fn check_writable(&self) -> Result<()> {
         self.check_open()?;
         if self.read_only {
-            return Err(Error::ReadOnly { path: self.root.clone() });
+            return Err(Error::ReadOnly {
+                path: self.root.clone(),
+            });
         }
         self.health.check()
     }
@@ -294,14 +478,20 @@ impl Store {
             last_topic = Some(m.topic);
         }
         self.check_writable()?;
+        let started = std::time::Instant::now();
         let results = self.log.append(&prepared, &props, self.config.store_host)?;
-        if !self.config.background_threads {
-            // No services: honour the pool's commit at once so readers see the data.
-            if self.log.has_pool() {
-                if let Some((_, Some(c))) = lock(&self.manual).as_mut() {
-                    c.commit_pass(0)?;
-                }
+        self.stats.record_put(started.elapsed());
+        if self.config.background_threads {
+            if self.config.flush_disk_type == FlushDiskType::AsyncFlush {
+                self.reput_signal.wakeup();
             }
+        } else if let Some(m) = lock(&self.manual).as_mut() {
+            // No service threads: commit (pool) and dispatch inline so reads see the data.
+            if let Some(c) = m.commit.as_mut() {
+                c.commit_pass(0)?;
+            }
+            self.dispatcher
+                .dispatch_until(&self.log, reput_end(&self.log, self.config.flush_disk_type))?;
         }
         Ok(results)
     }
@@ -316,9 +506,18 @@ impl Store {
         let min = self.log.min_offset();
         let max = self.log.max_offset();
         if offset < min || offset >= max {
-            return Err(Error::OffsetOutOfRange { requested: offset as i64, min: min as i64, max: max as i64 });
+            return Err(Error::OffsetOutOfRange {
+                requested: offset as i64,
+                min: min as i64,
+                max: max as i64,
+            });
         }
-        let no_record = || Error::invalid("commitlog_offset", format!("no record starts at offset {offset}"));
+        let no_record = || {
+            Error::invalid(
+                "commitlog_offset",
+                format!("no record starts at offset {offset}"),
+            )
+        };
         let r = self.log.record_at(offset).ok_or_else(no_record)?;
         decode_owned(&r).map_err(|_| no_record())
     }
@@ -332,12 +531,21 @@ impl Store {
         let min = self.log.min_offset();
         let max = self.log.max_offset();
         if offset < min || offset >= max {
-            return Err(Error::OffsetOutOfRange { requested: offset as i64, min: min as i64, max: max as i64 });
+            return Err(Error::OffsetOutOfRange {
+                requested: offset as i64,
+                min: min as i64,
+                max: max as i64,
+            });
         }
         self.log
             .record_at(offset)
             .map(|r| r.bytes().to_vec())
-            .ok_or_else(|| Error::invalid("commitlog_offset", format!("no record starts at offset {offset}")))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "commitlog_offset",
+                    format!("no record starts at offset {offset}"),
+                )
+            })
     }
 
     /// Iterates records from `from_offset` (clamped up to the minimum offset) to the end of
@@ -348,7 +556,13 @@ impl Store {
     pub fn scan(&self, from_offset: u64) -> Result<Scanner> {
         self.check_readable()?;
         let start = from_offset.max(self.log.min_offset());
-        Ok(Scanner { log: Arc::clone(&self.log), offset: start, first: true, done: false, check_crc: false })
+        Ok(Scanner {
+            log: Arc::clone(&self.log),
+            offset: start,
+            first: true,
+            done: false,
+            check_crc: false,
+        })
     }
 
     /// Smallest commit log offset still stored.
@@ -364,7 +578,11 @@ impl Store {
     /// The commit log cursors.
     pub fn cursors(&self) -> Cursors {
         let (wrote, committed, flushed) = self.log.cursors();
-        Cursors { wrote, committed, flushed }
+        Cursors {
+            wrote,
+            committed,
+            flushed,
+        }
     }
 
     /// Next queue offset of a topic's queue (0 for an unknown queue).
@@ -379,7 +597,10 @@ impl Store {
             .queue_offsets()
             .into_iter()
             .flat_map(|(t, v)| {
-                v.into_iter().enumerate().filter(|(_, o)| *o > 0).map(move |(q, o)| (t.clone(), q as i32, o))
+                v.into_iter()
+                    .enumerate()
+                    .filter(|(_, o)| *o > 0)
+                    .map(move |(q, o)| (t.clone(), q as i32, o))
             })
             .collect();
         out.sort();
@@ -404,7 +625,12 @@ impl Store {
 
     /// Paths of the commit log files, oldest first.
     pub fn commitlog_files(&self) -> Vec<PathBuf> {
-        self.log.queue().files().iter().map(|f| f.path().to_path_buf()).collect()
+        self.log
+            .queue()
+            .files()
+            .iter()
+            .map(|f| f.path().to_path_buf())
+            .collect()
     }
 
     /// Commits and flushes everything written so far, and returns the durable offset.
@@ -417,24 +643,37 @@ impl Store {
             return Ok(self.log.max_offset());
         }
         self.health.check()?;
-        self.log.flush_all()
+        let durable = self.log.flush_all()?;
+        self.consumer_offsets.persist(self.config.fsync_directory)?;
+        Ok(durable)
     }
 
     /// Runs one pass of a background service by hand (for `background_threads = false`).
-    /// `service` is `"flush"` or `"commit"`.
+    /// `service` is `"flush"`, `"commit"`, `"reput"` or `"flush-cq"`.
     ///
     /// # Errors
     /// Whatever the pass returns; an unknown service is an `InvalidArgument`.
     pub fn run_service_once(&self, service: &str) -> Result<()> {
         self.check_open()?;
         let mut manual = lock(&self.manual);
-        let Some((flush, commit)) = manual.as_mut() else {
-            return Err(Error::invalid("service", "services run on their own threads (background_threads = true)"));
+        let Some(m) = manual.as_mut() else {
+            return Err(Error::invalid(
+                "service",
+                "services run on their own threads (background_threads = true)",
+            ));
         };
         match service {
-            "flush" => flush.run_once(Wake::Notified),
-            "commit" => commit.as_mut().map_or(Ok(()), |c| c.run_once(Wake::Notified)),
-            other => Err(Error::invalid("service", format!("unknown service {other:?}"))),
+            "flush" => m.flush.run_once(Wake::Notified),
+            "commit" => m
+                .commit
+                .as_mut()
+                .map_or(Ok(()), |c| c.run_once(Wake::Notified)),
+            "reput" => m.reput.run_once(Wake::Notified),
+            "flush-cq" => m.flush_cq.run_once(Wake::Notified),
+            other => Err(Error::invalid(
+                "service",
+                format!("unknown service {other:?}"),
+            )),
         }
     }
 
@@ -446,9 +685,14 @@ impl Store {
     /// # Errors
     /// The first error met; the store is closed regardless.
     pub fn close(&self) -> Result<()> {
-        if self.state.compare_exchange(OPEN, CLOSING, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if self
+            .state
+            .compare_exchange(OPEN, CLOSING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return Ok(());
         }
+        self.waiters.close();
         let mut errors: Vec<Error> = Vec::new();
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -459,22 +703,46 @@ impl Store {
             // Wait for in-flight puts (they hold the put lock) and stop the writer.
             self.log.release_writer();
             let mut services = std::mem::take(&mut *lock(&self.services));
-            // Order: commit (final commit), flush (final flush), then allocate.
-            for name in ["commit", "flush", "allocate"] {
+            // Order: final commit, final flush, dispatch drained, consume queues and checkpoint
+            // flushed; the allocator last (it deletes files that were never used).
+            for name in ["commit", "flush", "reput", "flush-cq", "allocate"] {
                 for h in services.iter_mut().filter(|h| h.name() == name) {
                     note(h.stop_and_join());
                 }
             }
-            if !self.config.background_threads && self.health.check().is_ok() {
-                note(self.log.flush_all().map(|_| ()));
+            if let Some(mut m) = lock(&self.manual).take() {
+                if self.health.check().is_ok() {
+                    if let Some(c) = m.commit.as_mut() {
+                        note(c.on_shutdown());
+                    }
+                    note(m.flush.on_shutdown());
+                    note(m.reput.on_shutdown());
+                    note(m.flush_cq.on_shutdown());
+                }
             }
             if let Some(a) = &self.allocator {
                 note(a.close());
             }
             if self.health.check().is_ok() {
-                match self.write_checkpoint(true) {
-                    Ok(()) => note(checkpoint::remove_abort(&self.root, self.config.fsync_directory)),
-                    Err(e) => note(Err(e)),
+                note(self.consumer_offsets.persist(self.config.fsync_directory));
+                if self.topics.observe(
+                    self.cqs
+                        .all()
+                        .iter()
+                        .map(|q| (q.topic().to_string(), q.queue_id())),
+                ) {
+                    note(self.topics.persist(self.config.fsync_directory));
+                }
+                let caught_up = self.dispatcher.reput_from() >= self.log.max_offset();
+                let written = self.checkpoint_source.write(true);
+                let clean = written.is_ok();
+                note(written);
+                // RocketMQ keeps the abort file when dispatch lags, forcing a full re-dispatch.
+                if clean && caught_up {
+                    note(checkpoint::remove_abort(
+                        &self.root,
+                        self.config.fsync_directory,
+                    ));
                 }
             }
         }
@@ -486,22 +754,290 @@ impl Store {
         }
     }
 
-    fn write_checkpoint(&self, clean: bool) -> Result<()> {
-        let ts = self.log.queue().last().map_or(0, |f| f.last_store_timestamp());
-        let ts = if ts == 0 { self.log.queue().store_timestamp() } else { ts };
-        let cp = Checkpoint {
-            physic_msg_timestamp: ts,
-            logics_msg_timestamp: ts,
-            index_msg_timestamp: 0,
-            master_flushed_offset: 0,
-            confirm_phy_offset: 0,
-            ext: Some(CheckpointExt {
-                durable_commitlog_offset: self.log.queue().flushed_where() as i64,
-                clean_shutdown: clean,
-                generation: 0,
-            }),
+    /// Reads up to `max_messages` messages of a queue from `offset` (RocketMQ `getMessage`).
+    /// `subscription` is a tag expression (`"*"`, `"TagA || TagB"`). Statuses, not errors,
+    /// report every "nothing to return" case.
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    pub fn get_message(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_messages: usize,
+        max_total_bytes: Option<u64>,
+        subscription: Option<&str>,
+    ) -> Result<GetResult> {
+        self.check_readable()?;
+        let sub = Subscription::parse(subscription);
+        let r = read::get_message(
+            &self.log,
+            &self.cqs,
+            &self.limits,
+            topic,
+            queue_id,
+            offset,
+            max_messages,
+            max_total_bytes,
+            &sub,
+        );
+        self.stats.record_get(topic, &r);
+        Ok(r)
+    }
+
+    /// Long polling: like [`Store::get_message`], but when nothing matching is there yet it
+    /// waits (up to `timeout`) until dispatch of a message to this queue wakes it. Messages
+    /// that do not match the subscription are skipped; the result's `next_begin_offset` moves
+    /// past them.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the store closes while waiting.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pull(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_messages: usize,
+        max_total_bytes: Option<u64>,
+        subscription: Option<&str>,
+        timeout: Duration,
+    ) -> Result<GetResult> {
+        self.check_readable()?;
+        let sub = Subscription::parse(subscription);
+        let deadline = deadline_after(timeout);
+        let reg = self.waiters.register(topic, queue_id);
+        let mut offset = offset;
+        loop {
+            let seen = reg.signal.seq();
+            let r = read::get_message(
+                &self.log,
+                &self.cqs,
+                &self.limits,
+                topic,
+                queue_id,
+                offset,
+                max_messages,
+                max_total_bytes,
+                &sub,
+            );
+            let wait = match r.status {
+                GetStatus::Found => {
+                    self.stats.record_get(topic, &r);
+                    return Ok(r);
+                }
+                GetStatus::NoMatchedMessage if r.next_begin_offset > offset => {
+                    offset = r.next_begin_offset;
+                    continue;
+                }
+                GetStatus::NoMatchedMessage
+                | GetStatus::OffsetOverflowOne
+                | GetStatus::OffsetFoundNull => true,
+                GetStatus::NoMessageInQueue => offset == 0,
+                _ => false,
+            };
+            if !wait || std::time::Instant::now() >= deadline {
+                return Ok(GetResult {
+                    next_begin_offset: r.next_begin_offset.max(offset),
+                    ..r
+                });
+            }
+            reg.signal
+                .wait_change(seen, deadline, self.waiters.closed_flag());
+            if self.state.load(Ordering::Acquire) != OPEN {
+                return Err(Error::Closed);
+            }
+        }
+    }
+
+    /// Messages whose KEYS or UNIQ_KEY equal `key`, stored between `begin` and `end` (epoch ms),
+    /// newest index file first (RocketMQ `queryMessage`).
+    ///
+    /// # Errors
+    /// [`Error::Closed`]; `InvalidArgument` when the index is disabled.
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<QueryResult> {
+        self.check_readable()?;
+        let Some(index) = &self.index else {
+            return Err(Error::invalid(
+                "key",
+                "the index is disabled (message_index_enable = false)",
+            ));
         };
-        checkpoint::write(&self.root, &cp, self.config.fsync_directory)
+        Ok(read::query_message(
+            &self.log,
+            index,
+            &self.limits,
+            topic,
+            key,
+            max_num,
+            begin,
+            end,
+        ))
+    }
+
+    /// The message with an offset message id (store host + commit log offset).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a malformed id; as [`Store::look_message_by_offset`].
+    pub fn view_message_by_id(&self, msg_id: &str) -> Result<StoredMessage> {
+        let (_, offset) = rocketstore_format::decode_offset_msg_id(msg_id)
+            .map_err(|e| Error::invalid("msg_id", e.to_string()))?;
+        if offset < 0 {
+            return Err(Error::invalid("msg_id", "negative commit log offset"));
+        }
+        self.look_message_by_offset(offset as u64)
+    }
+
+    /// The queue offset for a store time (5.x `getOffsetInQueueByTime`; `upper` selects the
+    /// UPPER boundary, else LOWER).
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    pub fn get_offset_in_queue_by_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+        upper: bool,
+    ) -> Result<i64> {
+        self.check_readable()?;
+        let Some(cq) = self.cqs.get(topic, queue_id) else {
+            return Ok(0);
+        };
+        let log = &self.log;
+        let store_time_of = |phy: i64, size: i32| read::store_timestamp_at(log, phy, size);
+        Ok(cq.offset_by_time(timestamp, upper, &store_time_of, log.min_offset()))
+    }
+
+    /// The queue's first offset (0 for an unknown queue).
+    pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.cqs.get(topic, queue_id).map_or(0, |q| q.min_offset())
+    }
+
+    /// The queue's end offset: the next offset to be written (0 for an unknown queue).
+    pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.cqs.get(topic, queue_id).map_or(0, |q| q.max_offset())
+    }
+
+    /// STORETIMESTAMP of the message at the queue's first offset, or -1.
+    pub fn get_earliest_message_time(&self, topic: &str, queue_id: i32) -> i64 {
+        let min = self.min_offset_in_queue(topic, queue_id);
+        self.get_message_store_timestamp(topic, queue_id, min)
+    }
+
+    /// STORETIMESTAMP of the message at `queue_offset`, or -1.
+    pub fn get_message_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> i64 {
+        self.cqs
+            .get(topic, queue_id)
+            .and_then(|q| q.get(queue_offset))
+            .and_then(|u| read::store_timestamp_at(&self.log, u.phy_offset, u.size))
+            .unwrap_or(-1)
+    }
+
+    /// Every consume queue: (topic, queue id, min offset, max offset).
+    pub fn consume_queues(&self) -> Vec<(String, i32, i64, i64)> {
+        self.cqs
+            .all()
+            .iter()
+            .map(|q| {
+                (
+                    q.topic().to_string(),
+                    q.queue_id(),
+                    q.min_offset(),
+                    q.max_offset(),
+                )
+            })
+            .collect()
+    }
+
+    /// Bytes of commit log not yet dispatched to consume queues and index files.
+    pub fn dispatch_behind_bytes(&self) -> u64 {
+        self.log
+            .max_offset()
+            .saturating_sub(self.dispatcher.reput_from())
+    }
+
+    /// Number of pulls currently waiting.
+    pub fn waiting_pulls(&self) -> usize {
+        self.waiters.waiting()
+    }
+
+    /// Records a consumer group's progress in a queue (RocketMQ `commitOffset`); persisted to
+    /// `config/consumerOffset.json` within a second, on [`Store::flush`] and at close.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad group, topic, queue id or negative offset; `ReadOnly`.
+    pub fn commit_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> Result<()> {
+        self.check_writable()?;
+        self.consumer_offsets.commit(group, topic, queue_id, offset)
+    }
+
+    /// A consumer group's committed offset in a queue, or -1 if it has none.
+    pub fn query_offset(&self, group: &str, topic: &str, queue_id: i32) -> i64 {
+        self.consumer_offsets.query(group, topic, queue_id)
+    }
+
+    /// Every committed consumer offset: (topic, group, queue id, offset).
+    pub fn consumer_offsets(&self) -> Vec<(String, String, i32, i64)> {
+        self.consumer_offsets.all()
+    }
+
+    /// Queue count recorded for a topic in `config/topics.json`, if any.
+    pub fn topic_queue_nums(&self, topic: &str) -> Option<i32> {
+        self.topics.queue_nums(topic)
+    }
+
+    /// Statistics (RocketMQ StoreStatsService): messages and bytes put and got per topic, the put
+    /// latency distribution, flush and dispatch lag, file counts.
+    pub fn stats(&self) -> StoreStats {
+        let c = self.cursors();
+        let mut get: Vec<(String, u64, u64)> = lock(&self.stats.get)
+            .iter()
+            .map(|(t, (n, b))| (t.clone(), *n, *b))
+            .collect();
+        get.sort();
+        StoreStats {
+            put_by_topic: self.log.put_stats(),
+            get_by_topic: get,
+            put_latency: LATENCY_BUCKETS
+                .iter()
+                .zip(&self.stats.put_latency)
+                .map(|((_, label), n)| ((*label).to_string(), n.load(Ordering::Relaxed)))
+                .collect(),
+            flush_count: self.health.flush_count(),
+            flush_behind_bytes: c.wrote.saturating_sub(c.flushed),
+            dispatch_behind_bytes: self.dispatch_behind_bytes(),
+            dispatched_messages: self.dispatcher.dispatched(),
+            commitlog_files: self.log.queue().len(),
+            consume_queues: self.cqs.all().len(),
+            index_files: self.index.as_ref().map_or(0, |i| i.files().len()),
+            waiting_pulls: self.waiters.waiting(),
+            writer_created_files: self.log.sync_creations(),
+        }
+    }
+
+    /// Paths of the index files, oldest first.
+    pub fn index_files(&self) -> Vec<PathBuf> {
+        self.index.as_ref().map(|i| i.files()).unwrap_or_default()
     }
 }
 
@@ -528,34 +1064,45 @@ fn take_lock(root: &Path) -> Result<File> {
     // RocketMQ writes "lock" at position 0.
     use std::io::Seek;
     let _ = f.seek(std::io::SeekFrom::Start(0));
-    f.write_all(b"lock").map_err(|e| Error::io("write", &path, e))?;
+    f.write_all(b"lock")
+        .map_err(|e| Error::io("write", &path, e))?;
     Ok(f)
 }
 
-/// Finds the end of valid data, truncates the dirty tail (writable) and rebuilds the queue
-/// offset table.
-fn recover(log: &CommitLog, cfg: &StoreConfig, abnormal: bool, durable: Option<u64>, read_only: bool) -> Result<RecoveryReport> {
-    let mut table: HashMap<String, Vec<i64>> = HashMap::new();
+/// Recovery (spec §7.3–§7.5): consume queues, then the commit log tail from the chosen start
+/// file (the last three files after a clean shutdown; the checkpoint's file after a crash), then
+/// consume queues truncated to the commit log end, dispatch of everything the consume queues
+/// and index lack, and the queue offset table rebuilt from the consume queues.
+#[allow(clippy::too_many_arguments)]
+fn recover(
+    log: &CommitLog,
+    cqs: &ConsumeQueueStore,
+    index: Option<&IndexService>,
+    dispatcher: &Dispatcher,
+    cfg: &StoreConfig,
+    abnormal: bool,
+    cp: Option<&Checkpoint>,
+    read_only: bool,
+) -> Result<RecoveryReport> {
+    cqs.recover_all()?;
     let max_record = u32::try_from(cfg.max_record_size()).unwrap_or(u32::MAX);
-    let check_crc = cfg.check_crc_on_recover;
-    let scan = log.scan_for_end(0, check_crc, max_record, |rec, _| {
-        let t = rocketstore_format::sysflag::transaction_type(rec.sys_flag);
-        if (t == rocketstore_format::sysflag::TRANSACTION_NOT_TYPE || t == rocketstore_format::sysflag::TRANSACTION_COMMIT_TYPE)
-            && rec.queue_id >= 0
-        {
-            let slots = match table.get_mut(rec.topic) {
-                Some(s) => s,
-                None => table.entry(rec.topic.to_string()).or_default(),
-            };
-            let q = rec.queue_id as usize;
-            if q < 65_536 {
-                if slots.len() <= q {
-                    slots.resize(q + 1, 0);
-                }
-                slots[q] = slots[q].max(rec.queue_offset + 1);
+    let files = log.queue().len();
+    let start = if abnormal {
+        let min_ts = cp.map_or(0, |c| {
+            if cfg.message_index_enable {
+                c.min_timestamp_index()
+            } else {
+                c.min_timestamp()
             }
-        }
-    });
+        });
+        log.abnormal_start_index(min_ts, max_record)
+    } else {
+        files.saturating_sub(3)
+    };
+    let durable = cp
+        .and_then(|c| c.ext.as_ref())
+        .map(|e| e.durable_commitlog_offset.max(0) as u64);
+    let scan = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |_, _| {});
     if let Some((at, why)) = &scan.damage {
         let below_durable = durable.is_some_and(|d| *at < d);
         let refuse = match cfg.recovery_mode {
@@ -564,19 +1111,69 @@ fn recover(log: &CommitLog, cfg: &StoreConfig, abnormal: bool, durable: Option<u
             RecoveryMode::TolerateAnyCorruption => false,
         };
         if refuse {
-            let file = log.queue().find(*at).map(|f| f.path().to_path_buf()).unwrap_or_else(|| log.queue().dir().to_path_buf());
+            let file = log
+                .queue()
+                .find(*at)
+                .map(|f| f.path().to_path_buf())
+                .unwrap_or_else(|| log.queue().dir().to_path_buf());
             return Err(Error::corruption(
                 file,
                 *at,
                 CorruptionKind::Invalid(format!(
                     "{why}{}",
-                    if below_durable { " (below the durable offset recorded in the checkpoint)" } else { "" }
+                    if below_durable {
+                        " (below the durable offset recorded in the checkpoint)"
+                    } else {
+                        ""
+                    }
                 )),
             ));
         }
     }
     let files_removed = log.truncate_to(scan.end)?;
-    let _ = read_only;
+    let mut redispatched = 0;
+    if !read_only {
+        if files == 0 || log.queue().len() == 0 {
+            cqs.destroy_all()?;
+            if let Some(index) = index {
+                index.destroy_all()?;
+            }
+        }
+        cqs.truncate_all(scan.end)?;
+        if let Some(index) = index {
+            index.truncate_after(scan.end)?;
+        }
+        // Dispatch from the smallest offset any structure may lack; duplicates are skipped.
+        let mut from = match cqs.max_physic_offset() {
+            m if m >= 0 => m as u64,
+            _ => log.min_offset(),
+        };
+        if let Some(index) = index {
+            from = from.min(index.last_end_phy_offset().max(0) as u64);
+        }
+        if abnormal {
+            let scan_start = log
+                .queue()
+                .files()
+                .get(start)
+                .map_or(log.min_offset(), |f| f.from());
+            from = from.min(scan_start);
+        }
+        dispatcher.set_reput_from(from.max(log.min_offset()));
+        redispatched = dispatcher.dispatch_until(log, scan.end)?;
+    } else {
+        dispatcher.set_reput_from(scan.end);
+    }
+    let mut table: HashMap<String, Vec<i64>> = HashMap::new();
+    for q in cqs.all() {
+        let slots = table.entry(q.topic().to_string()).or_default();
+        let qid = q.queue_id() as usize;
+        if slots.len() <= qid {
+            slots.resize(qid + 1, 0);
+        }
+        slots[qid] = q.max_offset();
+    }
+    cqs.correct_min_offsets(log.min_offset());
     log.set_queue_offsets(table, scan.last_store_timestamp);
     Ok(RecoveryReport {
         abnormal,
@@ -584,15 +1181,24 @@ fn recover(log: &CommitLog, cfg: &StoreConfig, abnormal: bool, durable: Option<u
         records: scan.records,
         truncated_at: scan.damage,
         files_removed,
+        scan_start_file: start,
+        redispatched,
     })
 }
 
 fn decode_owned(r: &RecordRef) -> Result<StoredMessage> {
-    let opts = DecodeOptions { expected_physical_offset: Some(r.offset() as i64), ..DecodeOptions::default() };
+    let opts = DecodeOptions {
+        expected_physical_offset: Some(r.offset() as i64),
+        ..DecodeOptions::default()
+    };
     match decode_record(r.bytes(), &opts) {
         Ok(Decoded::Message(v)) => Ok(StoredMessage::from_view(&v)),
         Ok(Decoded::Blank { .. }) => Err(Error::invalid("commitlog_offset", "blank record")),
-        Err(e) => Err(Error::corruption(PathBuf::new(), r.offset(), CorruptionKind::Invalid(e.to_string()))),
+        Err(e) => Err(Error::corruption(
+            PathBuf::new(),
+            r.offset(),
+            CorruptionKind::Invalid(e.to_string()),
+        )),
     }
 }
 
@@ -642,7 +1248,10 @@ impl Iterator for Scanner {
         if self.done {
             return None;
         }
-        let opts = DecodeOptions { check_crc: self.check_crc, ..DecodeOptions::default() };
+        let opts = DecodeOptions {
+            check_crc: self.check_crc,
+            ..DecodeOptions::default()
+        };
         let mut it = self.log.iter_from(self.offset, opts);
         let item = it.next();
         let next_offset = it.offset();
@@ -659,7 +1268,10 @@ impl Iterator for Scanner {
             Some(Err(e)) => {
                 self.done = true;
                 if self.first {
-                    Some(Err(Error::invalid("from_offset", format!("no record starts at offset {}", self.offset))))
+                    Some(Err(Error::invalid(
+                        "from_offset",
+                        format!("no record starts at offset {}", self.offset),
+                    )))
                 } else {
                     Some(Err(e))
                 }

@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use rocketstore_format::{
-    property, record_len, validate_property, validate_topic, HostAddr, MessageVersion, RecordHeader, UniqKeyPrefix,
-    MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V1,
+    property, record_len, validate_property, validate_topic, HostAddr, MessageVersion,
+    RecordHeader, UniqKeyPrefix, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V1,
 };
 
 use crate::commitlog::{body_crc, Prepared};
@@ -21,6 +21,7 @@ use crate::util::now_ms;
 /// and a counter.
 #[derive(Debug)]
 pub(crate) struct UniqKeyGen {
+    #[cfg_attr(not(test), allow(dead_code))]
     prefix: UniqKeyPrefix,
     /// The fixed part, already in uppercase hex.
     prefix_hex: Vec<u8>,
@@ -40,7 +41,11 @@ impl UniqKeyGen {
     pub(crate) fn new(host: &HostAddr) -> Self {
         let pid = std::process::id();
         let seed = (now_ms() as u64 ^ (u64::from(pid) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let prefix = UniqKeyPrefix { ip: host.ip, pid: pid as i16, class_loader_hash: (seed >> 32) as i32 };
+        let prefix = UniqKeyPrefix {
+            ip: host.ip,
+            pid: pid as i16,
+            class_loader_hash: (seed >> 32) as i32,
+        };
         let mut raw = Vec::with_capacity(22);
         match prefix.ip {
             std::net::IpAddr::V4(a) => raw.extend_from_slice(&a.octets()),
@@ -50,7 +55,11 @@ impl UniqKeyGen {
         raw.extend_from_slice(&prefix.class_loader_hash.to_be_bytes());
         let mut prefix_hex = Vec::with_capacity(44);
         push_hex(&mut prefix_hex, &raw);
-        Self { prefix, prefix_hex, counter: AtomicU16::new(seed as u16) }
+        Self {
+            prefix,
+            prefix_hex,
+            counter: AtomicU16::new(seed as u16),
+        }
     }
 
     /// Appends the next key (uppercase hex, the layout of `rocketstore_format::uniq_key`).
@@ -108,18 +117,37 @@ pub(crate) fn prepare<'a>(
         return Err(field_err(
             "topic",
             index,
-            format!("is {} bytes; topics over 127 bytes need auto_message_version_on_topic_len", m.topic.len()),
+            format!(
+                "is {} bytes; topics over 127 bytes need auto_message_version_on_topic_len",
+                m.topic.len()
+            ),
         ));
     }
     if m.queue_id < 0 || m.queue_id as u64 >= cfg.max_queue_nums_per_topic {
         return Err(field_err(
             "queue_id",
             index,
-            format!("{} is outside 0..{} (max_queue_nums_per_topic)", m.queue_id, cfg.max_queue_nums_per_topic),
+            format!(
+                "{} is outside 0..{} (max_queue_nums_per_topic)",
+                m.queue_id, cfg.max_queue_nums_per_topic
+            ),
         ));
     }
+    if m.delay_level < 0 {
+        return Err(field_err("delay_level", index, "must not be negative"));
+    }
+    let tx = rocketstore_format::sysflag::transaction_type(m.transaction.sys_flag());
+    let delayed = m.delay_level > 0
+        && (tx == rocketstore_format::sysflag::TRANSACTION_NOT_TYPE
+            || tx == rocketstore_format::sysflag::TRANSACTION_COMMIT_TYPE);
+    let max_level = cfg.delay_levels().len() as i32;
+    let level = m.delay_level.min(max_level);
     if m.body.len() as u64 > cfg.max_message_size {
-        return Err(Error::MessageTooLarge { field: "body", size: m.body.len(), max: cfg.max_message_size as usize });
+        return Err(Error::MessageTooLarge {
+            field: "body",
+            size: m.body.len(),
+            max: cfg.max_message_size as usize,
+        });
     }
     if m.reconsume_times < 0 {
         return Err(field_err("reconsume_times", index, "must not be negative"));
@@ -134,7 +162,8 @@ pub(crate) fn prepare<'a>(
     let result = (|| {
         match m.uniq_key {
             Some(u) => {
-                validate_property(property::UNIQ_KEY, u).map_err(|e| field_err("uniq_key", index, e))?;
+                validate_property(property::UNIQ_KEY, u)
+                    .map_err(|e| field_err("uniq_key", index, e))?;
                 push(props, property::UNIQ_KEY, u);
             }
             None if cfg.auto_uniq_key => {
@@ -153,7 +182,11 @@ pub(crate) fn prepare<'a>(
             for k in m.keys {
                 validate_property(property::KEYS, k).map_err(|e| field_err("keys", index, e))?;
                 if k.contains(' ') {
-                    return Err(field_err("keys", index, format!("key {k:?} contains a space (the KEYS separator)")));
+                    return Err(field_err(
+                        "keys",
+                        index,
+                        format!("key {k:?} contains a space (the KEYS separator)"),
+                    ));
                 }
             }
             props.extend_from_slice(property::KEYS.as_bytes());
@@ -165,6 +198,13 @@ pub(crate) fn prepare<'a>(
                 props.extend_from_slice(k.as_bytes());
             }
             props.push(rocketstore_format::PROPERTY_SEPARATOR);
+        }
+        if delayed {
+            let qid = m.queue_id.to_string();
+            let lvl = level.to_string();
+            push(props, property::REAL_TOPIC, m.topic);
+            push(props, property::REAL_QID, &qid);
+            push(props, property::DELAY, &lvl);
         }
         for (k, v) in m.properties {
             validate_property(k, v).map_err(|e| field_err("properties", index, e))?;
@@ -189,24 +229,45 @@ pub(crate) fn prepare<'a>(
     let props_len = props.len() - start;
     if props_len > MAX_PROPERTIES_LEN {
         props.truncate(start);
-        return Err(Error::MessageTooLarge { field: "properties", size: props_len, max: MAX_PROPERTIES_LEN });
+        return Err(Error::MessageTooLarge {
+            field: "properties",
+            size: props_len,
+            max: MAX_PROPERTIES_LEN,
+        });
     }
     let store_host = m.store_host.unwrap_or(cfg.store_host);
     let born_host = m.born_host.unwrap_or(store_host);
-    let version = MessageVersion::for_topic(m.topic.len());
-    let len = record_len(born_host.is_v6(), store_host.is_v6(), version, m.body.len(), m.topic.len(), props_len);
-    let max = (cfg.max_record_size()).min(file_size.saturating_sub(rocketstore_format::END_FILE_MIN_BLANK_LENGTH as u64));
+    let (topic, queue_id) = if delayed {
+        (rocketstore_format::SCHEDULE_TOPIC, level - 1)
+    } else {
+        (m.topic, m.queue_id)
+    };
+    let version = MessageVersion::for_topic(topic.len());
+    let len = record_len(
+        born_host.is_v6(),
+        store_host.is_v6(),
+        version,
+        m.body.len(),
+        topic.len(),
+        props_len,
+    );
+    let max = (cfg.max_record_size())
+        .min(file_size.saturating_sub(rocketstore_format::END_FILE_MIN_BLANK_LENGTH as u64));
     if len as u64 > max {
         props.truncate(start);
-        return Err(Error::MessageTooLarge { field: "record", size: len, max: max as usize });
+        return Err(Error::MessageTooLarge {
+            field: "record",
+            size: len,
+            max: max as usize,
+        });
     }
     Ok(Prepared {
-        topic: m.topic,
+        topic,
         body: m.body,
         body_crc: body_crc(m.body),
         props: start..props.len(),
         header: RecordHeader {
-            queue_id: m.queue_id,
+            queue_id,
             flag: m.flag,
             queue_offset: 0,
             physical_offset: 0,
@@ -237,7 +298,11 @@ mod tests {
         let c = g.counter.load(Ordering::Relaxed);
         let mut out = Vec::new();
         g.next_into(now, &mut out);
-        let expect = rocketstore_format::uniq_key(&g.prefix(), (now - month_start_utc(now)) as i32, c as i16);
+        let expect = rocketstore_format::uniq_key(
+            &g.prefix(),
+            (now - month_start_utc(now)) as i32,
+            c as i16,
+        );
         assert_eq!(String::from_utf8(out).unwrap(), expect);
     }
 

@@ -3,17 +3,22 @@
 
 use std::path::Path;
 
-use rocketstore::format::{decode_record, parse_file_name, DecodeOptions, Decoded, BLANK_MAGIC_CODE};
+use rocketstore::format::{
+    decode_record, parse_file_name, DecodeOptions, Decoded, BLANK_MAGIC_CODE,
+};
 use rocketstore::{ConfigValue, Error, PutMessage, PutStatus, Store, StoreConfig};
 
 fn small_config() -> StoreConfig {
     let mut c = StoreConfig::default();
-    c.set("mapped_file_size_commit_log", ConfigValue::Int(64 * 1024)).unwrap();
+    c.set("mapped_file_size_commit_log", ConfigValue::Int(64 * 1024))
+        .unwrap();
     c
 }
 
 fn put_n(store: &Store, n: usize, body_len: usize) -> Vec<rocketstore::PutResult> {
-    let bodies: Vec<Vec<u8>> = (0..n).map(|i| vec![(i % 251) as u8; body_len + i % 7]).collect();
+    let bodies: Vec<Vec<u8>> = (0..n)
+        .map(|i| vec![(i % 251) as u8; body_len + i % 7])
+        .collect();
     let keys: Vec<String> = (0..n).map(|i| format!("key-{i}")).collect();
     let key_refs: Vec<[&str; 1]> = keys.iter().map(|k| [k.as_str()]).collect();
     let msgs: Vec<PutMessage<'_>> = (0..n)
@@ -33,7 +38,10 @@ fn put_n(store: &Store, n: usize, body_len: usize) -> Vec<rocketstore::PutResult
 /// full-size files named by offset, contiguous, every non-last file ending in a blank record
 /// whose size is the rest of the file, every record's PHYSICALOFFSET equal to its position.
 fn check_commitlog_dir(dir: &Path, file_size: u64) -> usize {
-    let mut names: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     names.sort();
     let mut records = 0;
     for (i, p) in names.iter().enumerate() {
@@ -55,14 +63,27 @@ fn check_commitlog_dir(dir: &Path, file_size: u64) -> usize {
                     pos += r.total_size as usize;
                 }
                 Ok(Decoded::Blank { total_size }) => {
-                    assert_eq!(total_size as usize, rest.len(), "blank must cover the rest of the file");
+                    assert_eq!(
+                        total_size as usize,
+                        rest.len(),
+                        "blank must cover the rest of the file"
+                    );
                     assert_eq!(&rest[4..8], &BLANK_MAGIC_CODE.to_be_bytes());
-                    assert!(rest[8..].iter().all(|&b| b == 0), "bytes after a blank are zero");
-                    assert!(i + 1 < names.len(), "the last file does not end with a blank");
+                    assert!(
+                        rest[8..].iter().all(|&b| b == 0),
+                        "bytes after a blank are zero"
+                    );
+                    assert!(
+                        i + 1 < names.len(),
+                        "the last file does not end with a blank"
+                    );
                     break;
                 }
                 Err(_) => {
-                    assert!(rest.iter().all(|&b| b == 0), "garbage after the end of data in {p:?} at {pos}");
+                    assert!(
+                        rest.iter().all(|&b| b == 0),
+                        "garbage after the end of data in {p:?} at {pos}"
+                    );
                     assert_eq!(i + 1, names.len(), "only the last file may end early");
                     break;
                 }
@@ -93,7 +114,9 @@ fn put_roll_and_read_back() {
         assert_eq!(start / 65536, (end - 1) / 65536);
     }
     for (i, r) in results.iter().enumerate().step_by(97) {
-        let m = store.look_message_by_offset(r.commitlog_offset as u64).unwrap();
+        let m = store
+            .look_message_by_offset(r.commitlog_offset as u64)
+            .unwrap();
         assert_eq!(m.body.len(), 300 + i % 7);
         assert_eq!(m.tags(), Some("TagA"));
         assert_eq!(m.keys(), vec![format!("key-{i}").as_str()]);
@@ -137,10 +160,15 @@ fn reopen_continues_offsets_and_keeps_data() {
         *k += 1;
     }
     let last_first = first.last().unwrap();
-    assert!(second[0].commitlog_offset >= last_first.commitlog_offset + last_first.wrote_bytes as i64);
+    assert!(
+        second[0].commitlog_offset >= last_first.commitlog_offset + last_first.wrote_bytes as i64
+    );
     assert_eq!(store.next_queue_offset("TopicA", 0), 2 * counts[&(true, 0)]);
     store.close().unwrap();
-    assert_eq!(check_commitlog_dir(&dir.path().join("commitlog"), 65536), 1000);
+    assert_eq!(
+        check_commitlog_dir(&dir.path().join("commitlog"), 65536),
+        1000
+    );
 }
 
 #[test]
@@ -153,7 +181,10 @@ fn a_second_writer_is_refused() {
         other => panic!("expected Locked, got {other:?}"),
     }
     store.close().unwrap();
-    Store::open(dir.path(), small_config()).unwrap().close().unwrap();
+    Store::open(dir.path(), small_config())
+        .unwrap()
+        .close()
+        .unwrap();
 }
 
 #[test]
@@ -167,9 +198,17 @@ fn read_only_changes_nothing_and_refuses_writes() {
     std::fs::remove_file(dir.path().join("lock")).unwrap();
     let snapshot = snapshot(dir.path());
     let ro = Store::open_read_only(dir.path(), StoreConfig::default()).unwrap();
-    assert_eq!(ro.commitlog_file_size(), 65536, "file size is inferred from the files");
+    assert_eq!(
+        ro.commitlog_file_size(),
+        65536,
+        "file size is inferred from the files"
+    );
     assert_eq!(ro.scan(0).unwrap().count(), 300);
-    match ro.put(&PutMessage { topic: "T", body: b"x", ..Default::default() }) {
+    match ro.put(&PutMessage {
+        topic: "T",
+        body: b"x",
+        ..Default::default()
+    }) {
         Err(Error::ReadOnly { .. }) => {}
         other => panic!("expected ReadOnly, got {other:?}"),
     }
@@ -206,7 +245,12 @@ fn torn_tail_recovers_to_the_previous_record() {
     };
     let last = results.last().unwrap();
     let start = last.commitlog_offset as u64;
-    let path = dir.path().join("commitlog").join(rocketstore::format::offset_to_file_name(start - start % 65536));
+    let path = dir
+        .path()
+        .join("commitlog")
+        .join(rocketstore::format::offset_to_file_name(
+            start - start % 65536,
+        ));
     let pristine = std::fs::read(&path).unwrap();
     let pos = (start % 65536) as usize;
     // Every prefix of the last record: the bytes past the prefix are zero (preallocated file).
@@ -243,40 +287,118 @@ fn invalid_input_writes_nothing() {
     let big = vec![0u8; 1001];
     let long_topic = "t".repeat(256);
     let bad: Vec<PutMessage<'_>> = vec![
-        PutMessage { topic: "", body: b"x", ..Default::default() },
-        PutMessage { topic: "a/b", body: b"x", ..Default::default() },
-        PutMessage { topic: "..", body: b"x", ..Default::default() },
-        PutMessage { topic: &long_topic, body: b"x", ..Default::default() },
-        PutMessage { topic: "T", body: b"x", queue_id: -1, ..Default::default() },
-        PutMessage { topic: "T", body: b"x", queue_id: 1024, ..Default::default() },
-        PutMessage { topic: "T", body: &big, ..Default::default() },
-        PutMessage { topic: "T", body: b"x", tags: Some("a\u{1}b"), ..Default::default() },
-        PutMessage { topic: "T", body: b"x", keys: &["has space"], ..Default::default() },
-        PutMessage { topic: "T", body: b"x", properties: &[("TAGS", "x")], ..Default::default() },
-        PutMessage { topic: "T", body: b"x", properties: &[("k", "")], ..Default::default() },
-        PutMessage { topic: "T", body: b"x", properties: &[("k\0", "v")], ..Default::default() },
+        PutMessage {
+            topic: "",
+            body: b"x",
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "a/b",
+            body: b"x",
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "..",
+            body: b"x",
+            ..Default::default()
+        },
+        PutMessage {
+            topic: &long_topic,
+            body: b"x",
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: b"x",
+            queue_id: -1,
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: b"x",
+            queue_id: 1024,
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: &big,
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: b"x",
+            tags: Some("a\u{1}b"),
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: b"x",
+            keys: &["has space"],
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: b"x",
+            properties: &[("TAGS", "x")],
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: b"x",
+            properties: &[("k", "")],
+            ..Default::default()
+        },
+        PutMessage {
+            topic: "T",
+            body: b"x",
+            properties: &[("k\0", "v")],
+            ..Default::default()
+        },
     ];
     for (i, m) in bad.iter().enumerate() {
         let e = store.put(m).unwrap_err();
         assert!(
-            matches!(e, Error::InvalidArgument { .. } | Error::MessageTooLarge { .. }),
+            matches!(
+                e,
+                Error::InvalidArgument { .. } | Error::MessageTooLarge { .. }
+            ),
             "case {i}: {e:?}"
         );
         // A batch with one bad message writes nothing either.
-        let good = PutMessage { topic: "T", body: b"ok", ..Default::default() };
+        let good = PutMessage {
+            topic: "T",
+            body: b"ok",
+            ..Default::default()
+        };
         assert!(store.put_batch(&[good.clone(), m.clone(), good]).is_err());
     }
     let huge_value = "v".repeat(40_000);
     let props = [("k", huge_value.as_str())];
     assert!(matches!(
-        store.put(&PutMessage { topic: "T", body: b"x", properties: &props, ..Default::default() }),
-        Err(Error::MessageTooLarge { field: "properties", .. })
+        store.put(&PutMessage {
+            topic: "T",
+            body: b"x",
+            properties: &props,
+            ..Default::default()
+        }),
+        Err(Error::MessageTooLarge {
+            field: "properties",
+            ..
+        })
     ));
     assert_eq!(store.cursors(), before);
     // Topics of 128..=255 bytes are written as V2 records.
     let t200 = "x".repeat(200);
-    let r = store.put(&PutMessage { topic: &t200, body: b"v2", ..Default::default() }).unwrap();
-    let m = store.look_message_by_offset(r.commitlog_offset as u64).unwrap();
+    let r = store
+        .put(&PutMessage {
+            topic: &t200,
+            body: b"v2",
+            ..Default::default()
+        })
+        .unwrap();
+    let m = store
+        .look_message_by_offset(r.commitlog_offset as u64)
+        .unwrap();
     assert_eq!(m.topic, t200);
     assert_eq!(m.version, rocketstore::format::MessageVersion::V2);
     store.close().unwrap();

@@ -39,34 +39,69 @@ fn allocated_full(path: &Path, size: u64) -> bool {
 #[test]
 fn files_are_preallocated_ahead_of_the_writer() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), cfg(&[("mapped_file_size_commit_log", ConfigValue::Int(MIB as i64))])).unwrap();
+    let store = Store::open(
+        dir.path(),
+        cfg(&[("mapped_file_size_commit_log", ConfigValue::Int(MIB as i64))]),
+    )
+    .unwrap();
     let cl = dir.path().join("commitlog");
-    store.put(&PutMessage { topic: "T", body: b"first", ..Default::default() }).unwrap();
+    store
+        .put(&PutMessage {
+            topic: "T",
+            body: b"first",
+            ..Default::default()
+        })
+        .unwrap();
     // After the first message: file 0 (taken) and file 1 (RocketMQ's next-next request).
     assert!(allocated_full(&cl.join(offset_to_file_name(0)), MIB));
-    wait_for("file 1", Duration::from_secs(10), || allocated_full(&cl.join(offset_to_file_name(MIB)), MIB));
+    wait_for("file 1", Duration::from_secs(10), || {
+        allocated_full(&cl.join(offset_to_file_name(MIB)), MIB)
+    });
     // Roll into file n: file n+1 is prepared.
     let body = vec![7u8; 1000];
     for n in 1..=5u64 {
         while store.max_commitlog_offset() < n * MIB {
-            store.put(&PutMessage { topic: "T", body: &body, ..Default::default() }).unwrap();
+            store
+                .put(&PutMessage {
+                    topic: "T",
+                    body: &body,
+                    ..Default::default()
+                })
+                .unwrap();
         }
-        wait_for("file n+1", Duration::from_secs(10), || allocated_full(&cl.join(offset_to_file_name((n + 1) * MIB)), MIB));
+        wait_for("file n+1", Duration::from_secs(10), || {
+            allocated_full(&cl.join(offset_to_file_name((n + 1) * MIB)), MIB)
+        });
     }
-    assert_eq!(store.writer_created_files(), 0, "every file came from the allocate service");
+    assert_eq!(
+        store.writer_created_files(),
+        0,
+        "every file came from the allocate service"
+    );
     store.close().unwrap();
     // The preallocated, never written file is removed on a clean close.
     assert!(!cl.join(offset_to_file_name(7 * MIB)).exists());
-    let names: Vec<_> = std::fs::read_dir(&cl).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(&cl)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names.len(), 6, "{names:?}");
 }
 
 #[test]
 fn no_put_waits_for_file_creation_across_rolls() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), cfg(&[("mapped_file_size_commit_log", ConfigValue::Int(MIB as i64))])).unwrap();
+    let store = Store::open(
+        dir.path(),
+        cfg(&[("mapped_file_size_commit_log", ConfigValue::Int(MIB as i64))]),
+    )
+    .unwrap();
     let body = vec![1u8; 1024];
-    let msg = PutMessage { topic: "RollTopic", body: &body, ..Default::default() };
+    let msg = PutMessage {
+        topic: "RollTopic",
+        body: &body,
+        ..Default::default()
+    };
     store.put(&msg).unwrap();
     let mut worst = Duration::ZERO;
     while store.max_commitlog_offset() < 51 * MIB {
@@ -88,7 +123,10 @@ fn sync_flush_acknowledges_only_durable_bytes_and_shares_flushes() {
             dir.path(),
             cfg(&[
                 ("flush_disk_type", ConfigValue::Str("SYNC_FLUSH".into())),
-                ("mapped_file_size_commit_log", ConfigValue::Int(4 * MIB as i64)),
+                (
+                    "mapped_file_size_commit_log",
+                    ConfigValue::Int(4 * MIB as i64),
+                ),
             ]),
         )
         .unwrap(),
@@ -101,7 +139,14 @@ fn sync_flush_acknowledges_only_durable_bytes_and_shares_flushes() {
             std::thread::spawn(move || {
                 let body = vec![t as u8; 1024];
                 for _ in 0..per_thread {
-                    let r = store.put(&PutMessage { topic: "SyncTopic", body: &body, queue_id: t, ..Default::default() }).unwrap();
+                    let r = store
+                        .put(&PutMessage {
+                            topic: "SyncTopic",
+                            body: &body,
+                            queue_id: t,
+                            ..Default::default()
+                        })
+                        .unwrap();
                     assert_eq!(r.status, PutStatus::PutOk);
                     let end = r.commitlog_offset as u64 + r.wrote_bytes as u64;
                     assert!(store.cursors().flushed >= end, "acked before durable");
@@ -114,7 +159,10 @@ fn sync_flush_acknowledges_only_durable_bytes_and_shares_flushes() {
     }
     let puts = (threads * per_thread) as f64;
     let flushes = store.flush_count() as f64;
-    eprintln!("SYNC_FLUSH with {threads} threads: {flushes} flushes for {puts} puts = {:.3} flushes/put", flushes / puts);
+    eprintln!(
+        "SYNC_FLUSH with {threads} threads: {flushes} flushes for {puts} puts = {:.3} flushes/put",
+        flushes / puts
+    );
     assert!(flushes <= puts);
     store.close().unwrap();
 }
@@ -136,13 +184,22 @@ fn assert_cursors_while_writing(store: &Arc<Store>) {
     };
     let body = vec![3u8; 700];
     for i in 0..3000 {
-        store.put(&PutMessage { topic: "AsyncTopic", body: &body, queue_id: i % 4, ..Default::default() }).unwrap();
+        store
+            .put(&PutMessage {
+                topic: "AsyncTopic",
+                body: &body,
+                queue_id: i % 4,
+                ..Default::default()
+            })
+            .unwrap();
     }
     stop.store(true, Ordering::Release);
     assert!(checker.join().unwrap() > 0);
     // Data reaches disk within the configured intervals (bounded generously).
     let wrote = store.cursors().wrote;
-    wait_for("flush to catch up", Duration::from_secs(20), || store.cursors().flushed >= wrote);
+    wait_for("flush to catch up", Duration::from_secs(20), || {
+        store.cursors().flushed >= wrote
+    });
 }
 
 #[test]
@@ -184,7 +241,15 @@ fn async_flush_cursors_with_transient_pool() {
     let c = store.cursors();
     assert_eq!(c.committed, c.wrote);
     // Everything committed is readable and intact.
-    assert_eq!(store.scan(0).unwrap().with_crc_check(true).filter(|m| m.is_ok()).count(), 3000);
+    assert_eq!(
+        store
+            .scan(0)
+            .unwrap()
+            .with_crc_check(true)
+            .filter(|m| m.is_ok())
+            .count(),
+        3000
+    );
     store.close().unwrap();
     let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
     assert_eq!(store.scan(0).unwrap().count(), 3000);
@@ -205,11 +270,26 @@ fn readers_see_only_committed_bytes_with_the_pool() {
     )
     .unwrap();
     // Without service threads the store commits inline after each put; drive a flush by hand.
-    let r = store.put(&PutMessage { topic: "T", body: b"pooled", ..Default::default() }).unwrap();
-    assert_eq!(store.look_message_by_offset(r.commitlog_offset as u64).unwrap().body, b"pooled");
+    let r = store
+        .put(&PutMessage {
+            topic: "T",
+            body: b"pooled",
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        store
+            .look_message_by_offset(r.commitlog_offset as u64)
+            .unwrap()
+            .body,
+        b"pooled"
+    );
     store.run_service_once("flush").unwrap();
     let c = store.cursors();
-    assert_eq!((c.wrote, c.committed, c.flushed), (c.wrote, c.wrote, c.wrote));
+    assert_eq!(
+        (c.wrote, c.committed, c.flushed),
+        (c.wrote, c.wrote, c.wrote)
+    );
     store.close().unwrap();
 }
 
@@ -226,7 +306,13 @@ fn sync_flush_without_background_threads_flushes_inline() {
     )
     .unwrap();
     for _ in 0..500 {
-        let r = store.put(&PutMessage { topic: "T", body: &[9u8; 300], ..Default::default() }).unwrap();
+        let r = store
+            .put(&PutMessage {
+                topic: "T",
+                body: &[9u8; 300],
+                ..Default::default()
+            })
+            .unwrap();
         assert_eq!(r.status, PutStatus::PutOk);
         assert!(store.cursors().flushed >= r.commitlog_offset as u64 + r.wrote_bytes as u64);
     }

@@ -26,13 +26,19 @@ impl Drop for Scenario<'_> {
 }
 
 fn scenario() -> Scenario<'static> {
-    let guard = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    Scenario { _guard: guard, inner: Some(fail::FailScenario::setup()) }
+    let guard = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Scenario {
+        _guard: guard,
+        inner: Some(fail::FailScenario::setup()),
+    }
 }
 
 fn cfg(pairs: &[(&str, ConfigValue)]) -> StoreConfig {
     let mut c = StoreConfig::default();
-    c.set("mapped_file_size_commit_log", ConfigValue::Int(256 * 1024)).unwrap();
+    c.set("mapped_file_size_commit_log", ConfigValue::Int(256 * 1024))
+        .unwrap();
     for (k, v) in pairs {
         c.set(k, v.clone()).unwrap();
     }
@@ -44,7 +50,11 @@ fn sync_cfg() -> StoreConfig {
 }
 
 fn msg(body: &[u8]) -> PutMessage<'_> {
-    PutMessage { topic: "FaultTopic", body, ..Default::default() }
+    PutMessage {
+        topic: "FaultTopic",
+        body,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -81,12 +91,22 @@ fn failed_msync_fences_the_store_and_no_put_is_acknowledged_after_it() {
     let oks: i32 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(oks, 0, "a put was acknowledged after a failed msync");
     assert!(store.poisoned().is_some());
-    assert_eq!(store.cursors().flushed, durable_before, "flushed moved past a failed flush");
+    assert_eq!(
+        store.cursors().flushed,
+        durable_before,
+        "flushed moved past a failed flush"
+    );
     fail::remove(fp::FLUSH_MSYNC);
     // Still fenced after the fault clears: only a reopen (recovery) unfences.
-    assert!(matches!(store.put(&msg(b"late")), Err(Error::Poisoned { .. })));
+    assert!(matches!(
+        store.put(&msg(b"late")),
+        Err(Error::Poisoned { .. })
+    ));
     let _ = store.close();
-    assert!(dir.path().join("abort").exists(), "a poisoned store keeps its abort marker");
+    assert!(
+        dir.path().join("abort").exists(),
+        "a poisoned store keeps its abort marker"
+    );
     drop(store);
     let store = Store::open(dir.path(), sync_cfg()).unwrap();
     assert!(store.recovery_report().abnormal);
@@ -103,14 +123,20 @@ fn failed_async_flush_poisons_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
         dir.path(),
-        cfg(&[("flush_interval_commit_log", ConfigValue::Int(5)), ("flush_commit_log_least_pages", ConfigValue::Int(0))]),
+        cfg(&[
+            ("flush_interval_commit_log", ConfigValue::Int(5)),
+            ("flush_commit_log_least_pages", ConfigValue::Int(0)),
+        ]),
     )
     .unwrap();
     fail::cfg(fp::FLUSH_MSYNC, "return(EIO)").unwrap();
     store.put(&msg(b"x")).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while store.poisoned().is_none() {
-        assert!(std::time::Instant::now() < deadline, "the flush service did not poison the store");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flush service did not poison the store"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(matches!(store.put(&msg(b"y")), Err(Error::Poisoned { .. })));
@@ -124,7 +150,10 @@ fn slow_flush_returns_flush_disk_timeout_not_ok() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
         dir.path(),
-        cfg(&[("flush_disk_type", ConfigValue::Str("SYNC_FLUSH".into())), ("sync_flush_timeout", ConfigValue::Int(30))]),
+        cfg(&[
+            ("flush_disk_type", ConfigValue::Str("SYNC_FLUSH".into())),
+            ("sync_flush_timeout", ConfigValue::Int(30)),
+        ]),
     )
     .unwrap();
     fail::cfg(fp::FLUSH_MSYNC, "sleep(300)").unwrap();
@@ -132,7 +161,13 @@ fn slow_flush_returns_flush_disk_timeout_not_ok() {
     assert_eq!(r.status, PutStatus::FlushDiskTimeout);
     fail::remove(fp::FLUSH_MSYNC);
     // Written, just not known durable in time: it is readable and becomes durable later.
-    assert_eq!(store.look_message_by_offset(r.commitlog_offset as u64).unwrap().body, b"slow");
+    assert_eq!(
+        store
+            .look_message_by_offset(r.commitlog_offset as u64)
+            .unwrap()
+            .body,
+        b"slow"
+    );
     assert!(store.flush().unwrap() >= r.commitlog_offset as u64 + r.wrote_bytes as u64);
     store.close().unwrap();
 }
@@ -144,7 +179,10 @@ fn disk_full_while_preallocating_is_a_typed_error_and_writes_resume() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(
             dir.path(),
-            cfg(&[("background_threads", ConfigValue::Bool(background)), ("allocate_wait_timeout", ConfigValue::Int(2000))]),
+            cfg(&[
+                ("background_threads", ConfigValue::Bool(background)),
+                ("allocate_wait_timeout", ConfigValue::Int(2000)),
+            ]),
         )
         .unwrap();
         let body = vec![0u8; 10_000];
@@ -166,7 +204,10 @@ fn disk_full_while_preallocating_is_a_typed_error_and_writes_resume() {
             }
         }
         assert!(saw_disk_full, "background={background}");
-        assert!(store.poisoned().is_none(), "disk full must not poison the store");
+        assert!(
+            store.poisoned().is_none(),
+            "disk full must not poison the store"
+        );
         fail::remove(fp::CREATE_FALLOCATE);
         assert_eq!(store.put(&msg(&body)).unwrap().status, PutStatus::PutOk);
         store.close().unwrap();
@@ -180,11 +221,23 @@ fn disk_full_while_preallocating_is_a_typed_error_and_writes_resume() {
 fn failing_file_creation_leaves_no_half_file() {
     let _s = scenario();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), cfg(&[("background_threads", ConfigValue::Bool(false))])).unwrap();
+    let store = Store::open(
+        dir.path(),
+        cfg(&[("background_threads", ConfigValue::Bool(false))]),
+    )
+    .unwrap();
     fail::cfg(fp::MAP, "return(EIO)").unwrap();
-    assert!(matches!(store.put(&msg(b"x")), Err(Error::Io { op: "mmap", .. })));
+    assert!(matches!(
+        store.put(&msg(b"x")),
+        Err(Error::Io { op: "mmap", .. })
+    ));
     fail::remove(fp::MAP);
-    assert_eq!(std::fs::read_dir(dir.path().join("commitlog")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("commitlog"))
+            .unwrap()
+            .count(),
+        0
+    );
     store.put(&msg(b"x")).unwrap();
     store.close().unwrap();
 }

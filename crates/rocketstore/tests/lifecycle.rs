@@ -18,16 +18,28 @@ fn mappings_under(root: &std::path::Path) -> usize {
 fn a_thousand_open_put_close_cycles_leak_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = StoreConfig::default();
-    cfg.set("mapped_file_size_commit_log", ConfigValue::Int(64 * 1024)).unwrap();
-    cfg.set("fsync_directory", ConfigValue::Bool(false)).unwrap();
+    cfg.set("mapped_file_size_commit_log", ConfigValue::Int(64 * 1024))
+        .unwrap();
+    cfg.set("fsync_directory", ConfigValue::Bool(false))
+        .unwrap();
     // Warm up once so lazily created runtime state (e.g. the allocator's first thread) exists.
-    Store::open(dir.path(), cfg.clone()).unwrap().close().unwrap();
+    Store::open(dir.path(), cfg.clone())
+        .unwrap()
+        .close()
+        .unwrap();
     let threads = count("/proc/self/task");
     let fds = count("/proc/self/fd");
     let body = [5u8; 200];
     for i in 0..1000 {
         let store = Store::open(dir.path(), cfg.clone()).unwrap();
-        store.put(&PutMessage { topic: "Cycle", body: &body, queue_id: i % 3, ..Default::default() }).unwrap();
+        store
+            .put(&PutMessage {
+                topic: "Cycle",
+                body: &body,
+                queue_id: i % 3,
+                ..Default::default()
+            })
+            .unwrap();
         if i % 2 == 0 {
             store.close().unwrap();
         }

@@ -47,6 +47,10 @@ struct Borrowed {
 #[derive(Debug)]
 pub(crate) struct MappedFile {
     path: PathBuf,
+    #[allow(
+        dead_code,
+        reason = "keeps the descriptor for metadata (mtime) queries"
+    )]
     file: File,
     from: u64,
     size: usize,
@@ -64,7 +68,12 @@ pub(crate) struct MappedFile {
 
 impl MappedFile {
     /// Creates `path` (which must not exist) at full size with `fallocate`, and maps it.
-    pub(crate) fn create(path: &Path, from: u64, size: usize, opts: &CreateOptions) -> Result<Self> {
+    pub(crate) fn create(
+        path: &Path,
+        from: u64,
+        size: usize,
+        opts: &CreateOptions,
+    ) -> Result<Self> {
         fail::fail_point!(fp::CREATE_OPEN, |arg| Err(fp::injected("open", path, arg)));
         let file = OpenOptions::new()
             .read(true)
@@ -75,13 +84,21 @@ impl MappedFile {
         let made = (|| -> Result<Self> {
             preallocate(&file, path, size as u64)?;
             if opts.sync {
-                fail::fail_point!(fp::CREATE_FSYNC, |arg| Err(fp::injected("fsync", path, arg)));
+                fail::fail_point!(fp::CREATE_FSYNC, |arg| Err(fp::injected(
+                    "fsync", path, arg
+                )));
                 file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
                 if let Some(dir) = path.parent() {
                     crate::util::fsync_dir(dir)?;
                 }
             }
-            let mf = Self::map(path, file.try_clone().map_err(|e| Error::io("dup", path, e))?, from, size, true)?;
+            let mf = Self::map(
+                path,
+                file.try_clone().map_err(|e| Error::io("dup", path, e))?,
+                from,
+                size,
+                true,
+            )?;
             mf.set_positions(0);
             if let Some(warm) = opts.warm {
                 mf.warm(warm)?;
@@ -107,7 +124,8 @@ impl MappedFile {
 
     fn map(path: &Path, file: File, from: u64, size: usize, writable: bool) -> Result<Self> {
         fail::fail_point!(fp::MAP, |arg| Err(fp::injected("mmap", path, arg)));
-        let region = MmapRegion::map_file(&file, size, writable).map_err(|e| Error::io("mmap", path, e))?;
+        let region =
+            MmapRegion::map_file(&file, size, writable).map_err(|e| Error::io("mmap", path, e))?;
         Ok(Self {
             path: path.to_path_buf(),
             file,
@@ -128,6 +146,12 @@ impl MappedFile {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The mapping itself, for structures that rewrite words in place through atomics (index
+    /// headers and hash slots, mmap invariant 4).
+    pub(crate) fn region(&self) -> &MmapRegion {
+        &self.region
     }
 
     /// Absolute offset of the file's first byte (its name).
@@ -203,17 +227,28 @@ impl MappedFile {
 
     /// Encodes `len` bytes at `pos` (at or above `wrote`) with `f`, without publishing them.
     /// Only the owner of the write side calls this (the commit log's put lock holder).
-    pub(crate) fn write_with<R>(&self, pos: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+    pub(crate) fn write_with<R>(
+        &self,
+        pos: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
         if pos < self.wrote() || pos.checked_add(len).is_none_or(|end| end > self.size) {
-            return Err(Error::corruption(&self.path, self.from + pos as u64, crate::CorruptionKind::Invalid(
-                format!("append of {len} bytes at {pos} outside the writable range"),
-            )));
+            return Err(Error::corruption(
+                &self.path,
+                self.from + pos as u64,
+                crate::CorruptionKind::Invalid(format!(
+                    "append of {len} bytes at {pos} outside the writable range"
+                )),
+            ));
         }
         let out = match self.write_target() {
             Some(buf) => buf.write_with(pos, len, f),
             None => self.region.write_with(pos, len, f),
         };
-        out.ok_or_else(|| Error::ReadOnly { path: self.path.clone() })
+        out.ok_or_else(|| Error::ReadOnly {
+            path: self.path.clone(),
+        })
     }
 
     /// Writes the 8-byte END_OF_FILE blank record at `pos` and fills the file (`wrote = size`).
@@ -222,7 +257,11 @@ impl MappedFile {
     pub(crate) fn write_blank(&self, pos: usize) -> Result<()> {
         let remaining = self.size.saturating_sub(pos);
         if remaining < rocketstore_format::END_FILE_MIN_BLANK_LENGTH {
-            return Err(Error::corruption(&self.path, self.from + pos as u64, crate::CorruptionKind::BadLength));
+            return Err(Error::corruption(
+                &self.path,
+                self.from + pos as u64,
+                crate::CorruptionKind::BadLength,
+            ));
         }
         let mut blank = [0u8; 8];
         rocketstore_format::encode_blank(&mut blank, remaining as i32);
@@ -270,20 +309,30 @@ impl MappedFile {
             return Ok(0);
         }
         const CHUNK: usize = 64 * 1024;
+        static ZEROS: [u8; CHUNK] = [0; CHUNK];
         let mut zeroed = 0;
         let mut at = pos;
         while at < self.size {
             let len = CHUNK.min(self.size - at);
-            let dirty = self.region.slice(at, len).is_some_and(|b| b.iter().any(|&x| x != 0));
+            // Slice equality compiles to memcmp: fast even in debug builds.
+            let dirty = self
+                .region
+                .slice(at, len)
+                .is_some_and(|b| b != &ZEROS[..len]);
             if dirty {
-                self.region.zero(at, len).ok_or_else(|| Error::ReadOnly { path: self.path.clone() })?;
+                self.region.zero(at, len).ok_or_else(|| Error::ReadOnly {
+                    path: self.path.clone(),
+                })?;
                 zeroed += len;
             }
             at += len;
         }
         if zeroed > 0 {
             self.region
-                .flush_range(pos - pos % OS_PAGE_SIZE, self.size - (pos - pos % OS_PAGE_SIZE))
+                .flush_range(
+                    pos - pos % OS_PAGE_SIZE,
+                    self.size - (pos - pos % OS_PAGE_SIZE),
+                )
                 .map_err(|e| Error::io("msync", &self.path, e))?;
         }
         Ok(zeroed)
@@ -311,8 +360,12 @@ impl MappedFile {
         let read = self.read_position();
         let flushed = self.flushed();
         let start = flushed - flushed % OS_PAGE_SIZE;
-        fail::fail_point!(fp::FLUSH_MSYNC, |arg| Err(fp::injected("msync", &self.path, arg)));
-        self.region.flush_range(start, read - start).map_err(|e| Error::io("msync", &self.path, e))?;
+        fail::fail_point!(fp::FLUSH_MSYNC, |arg| Err(fp::injected(
+            "msync", &self.path, arg
+        )));
+        self.region
+            .flush_range(start, read - start)
+            .map_err(|e| Error::io("msync", &self.path, e))?;
         // Release: a reader of `flushed` sees a position whose bytes were made durable.
         self.flushed.fetch_max(read, Ordering::AcqRel);
         Ok(self.flushed())
@@ -341,11 +394,21 @@ impl MappedFile {
         if self.able_to_commit(least_pages) {
             let committed = self.committed.load(Ordering::Acquire);
             let wrote = self.wrote();
-            fail::fail_point!(fp::COMMIT_COPY, |arg| Err(fp::injected("commit", &self.path, arg)));
+            fail::fail_point!(fp::COMMIT_COPY, |arg| Err(fp::injected(
+                "commit", &self.path, arg
+            )));
             let src = buf.slice(committed, wrote - committed).ok_or_else(|| {
-                Error::corruption(&self.path, self.from + committed as u64, crate::CorruptionKind::BadLength)
+                Error::corruption(
+                    &self.path,
+                    self.from + committed as u64,
+                    crate::CorruptionKind::BadLength,
+                )
             })?;
-            self.region.write(committed, src).ok_or_else(|| Error::ReadOnly { path: self.path.clone() })?;
+            self.region
+                .write(committed, src)
+                .ok_or_else(|| Error::ReadOnly {
+                    path: self.path.clone(),
+                })?;
             // Release: readers that see the new committed position see the copied bytes.
             self.committed.store(wrote, Ordering::Release);
         }
@@ -383,7 +446,9 @@ impl MappedFile {
             })
             .map_err(|e| Error::io("warm", &self.path, e))?;
         if flush_every.is_some() {
-            region.flush_range(0, self.size).map_err(|e| Error::io("msync", &self.path, e))?;
+            region
+                .flush_range(0, self.size)
+                .map_err(|e| Error::io("msync", &self.path, e))?;
         }
         if region.lock().is_ok() {
             self.locked.store(true, Ordering::Release);
@@ -414,7 +479,9 @@ impl MappedFile {
         }
         self.munlock();
         self.release_buffer();
-        fail::fail_point!(fp::UNLINK, |arg| Err(fp::injected("unlink", &self.path, arg)));
+        fail::fail_point!(fp::UNLINK, |arg| Err(fp::injected(
+            "unlink", &self.path, arg
+        )));
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -422,11 +489,13 @@ impl MappedFile {
         }
     }
 
+    #[allow(dead_code, reason = "used by expired-file cleanup")]
     pub(crate) fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)
     }
 
     /// The file's last modification time (drives time-based deletion).
+    #[allow(dead_code, reason = "used by expired-file cleanup")]
     pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
         self.file.metadata().ok()?.modified().ok()
     }
@@ -435,12 +504,16 @@ impl MappedFile {
 /// Allocates `size` bytes of real blocks for `file`, so a write through the mapping can never
 /// fault on a full disk. Falls back to `set_len` where the file system lacks fallocate.
 fn preallocate(file: &File, path: &Path, size: u64) -> Result<()> {
-    fail::fail_point!(fp::CREATE_FALLOCATE, |arg| Err(fp::injected("fallocate", path, arg)));
+    fail::fail_point!(fp::CREATE_FALLOCATE, |arg| Err(fp::injected(
+        "fallocate",
+        path,
+        arg
+    )));
     match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, size) {
         Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
-            file.set_len(size).map_err(|e| Error::io("set_len", path, e))
-        }
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => file
+            .set_len(size)
+            .map_err(|e| Error::io("set_len", path, e)),
         Err(e) => Err(Error::io("fallocate", path, e.into())),
     }
 }

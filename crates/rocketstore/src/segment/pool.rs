@@ -24,7 +24,14 @@ struct PoolState {
 
 impl TransientStorePool {
     pub(crate) fn new(buffer_size: usize, capacity: usize) -> Self {
-        Self { buffer_size, capacity, state: Mutex::new(PoolState { free: Vec::new(), created: 0 }) }
+        Self {
+            buffer_size,
+            capacity,
+            state: Mutex::new(PoolState {
+                free: Vec::new(),
+                created: 0,
+            }),
+        }
     }
 
     /// Borrows a buffer, or `None` when all `capacity` buffers are in use (the file is then
@@ -44,11 +51,5 @@ impl TransientStorePool {
 
     pub(crate) fn give_back(&self, region: Arc<MmapRegion>) {
         lock(&self.state).free.push(region);
-    }
-
-    /// Buffers available without creating new ones plus those still creatable.
-    pub(crate) fn available(&self) -> usize {
-        let st = lock(&self.state);
-        st.free.len() + (self.capacity - st.created)
     }
 }

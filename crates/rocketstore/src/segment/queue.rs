@@ -35,14 +35,20 @@ impl MappedFileQueue {
     /// Loads `dir` (spec §2 load rule): files sorted by name; sub-directories skipped; an empty
     /// last file deleted (writable) or ignored; any other size mismatch, a name that is not a
     /// 20-digit offset, a gap or a misaligned name is an error.
-    pub(crate) fn load(dir: &Path, file_size: u64, writable: bool, policy: SizePolicy) -> Result<Self> {
+    pub(crate) fn load(
+        dir: &Path,
+        file_size: u64,
+        writable: bool,
+        policy: SizePolicy,
+    ) -> Result<Self> {
         let mut entries: Vec<(u64, PathBuf, u64)> = Vec::new();
         if dir.exists() {
             crate::util::check_not_symlink(dir)?;
             for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read_dir", dir, e))? {
                 let entry = entry.map_err(|e| Error::io("read_dir", dir, e))?;
                 let path = entry.path();
-                let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
+                let meta =
+                    std::fs::symlink_metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
                 if meta.is_dir() {
                     continue;
                 }
@@ -55,7 +61,10 @@ impl MappedFileQueue {
                     });
                 };
                 if meta.file_type().is_symlink() {
-                    return Err(Error::UnsupportedFormat { path, reason: "symbolic link".into() });
+                    return Err(Error::UnsupportedFormat {
+                        path,
+                        reason: "symbolic link".into(),
+                    });
                 }
                 entries.push((offset, path, meta.len()));
             }
@@ -87,20 +96,26 @@ impl MappedFileQueue {
             if offset % file_size != 0 {
                 return Err(Error::UnsupportedFormat {
                     path,
-                    reason: format!("offset {offset} is not a multiple of the file size {file_size}"),
+                    reason: format!(
+                        "offset {offset} is not a multiple of the file size {file_size}"
+                    ),
                 });
             }
             if let Some(e) = expect {
                 if offset != e {
                     return Err(Error::UnsupportedFormat {
                         path,
-                        reason: format!("gap in the file sequence: expected offset {e}, found {offset}"),
+                        reason: format!(
+                            "gap in the file sequence: expected offset {e}, found {offset}"
+                        ),
                     });
                 }
             }
             expect = offset.checked_add(file_size);
-            let size = usize::try_from(file_size)
-                .map_err(|_| Error::UnsupportedFormat { path: path.clone(), reason: "file too large".into() })?;
+            let size = usize::try_from(file_size).map_err(|_| Error::UnsupportedFormat {
+                path: path.clone(),
+                reason: "file too large".into(),
+            })?;
             files.push(Arc::new(MappedFile::open(&path, offset, size, writable)?));
         }
         Ok(Self {
@@ -122,16 +137,16 @@ impl MappedFileQueue {
         self.file_size
     }
 
-    pub(crate) fn is_writable(&self) -> bool {
-        self.writable
-    }
-
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<MappedFile>>> {
-        self.files.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.files
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<MappedFile>>> {
-        self.files.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.files
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A snapshot of the files, oldest first.
@@ -192,6 +207,12 @@ impl MappedFileQueue {
         }
     }
 
+    /// Removes the last file from the list (consume-queue truncation, which deletes whole trailing
+    /// files); the caller destroys it.
+    pub(crate) fn pop_last(&self) -> Option<Arc<MappedFile>> {
+        self.write().pop()
+    }
+
     /// Smallest offset still stored (the first file's start), or 0.
     pub(crate) fn min_offset(&self) -> u64 {
         self.first().map_or(0, |f| f.from())
@@ -199,7 +220,8 @@ impl MappedFileQueue {
 
     /// One past the last byte readers may see.
     pub(crate) fn max_offset(&self) -> u64 {
-        self.last().map_or(0, |f| f.from() + f.read_position() as u64)
+        self.last()
+            .map_or(0, |f| f.from() + f.read_position() as u64)
     }
 
     /// One past the last byte written (possibly not yet committed).
@@ -249,7 +271,8 @@ impl MappedFileQueue {
     }
 
     fn file_at_or_first(&self, offset: u64) -> Option<Arc<MappedFile>> {
-        self.find(offset).or_else(|| if offset == 0 { self.first() } else { None })
+        self.find(offset)
+            .or_else(|| if offset == 0 { self.first() } else { None })
     }
 
     /// Flushes the file containing `flushed_where` (RocketMQ: one file per call). Returns true if

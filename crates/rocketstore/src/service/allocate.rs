@@ -59,7 +59,12 @@ pub(crate) enum Taken {
 }
 
 impl Allocator {
-    pub(crate) fn new(dir: &Path, opts: CreateOptions, signal: Arc<Signal>, wait_timeout: Duration) -> Arc<Self> {
+    pub(crate) fn new(
+        dir: &Path,
+        opts: CreateOptions,
+        signal: Arc<Signal>,
+        wait_timeout: Duration,
+    ) -> Arc<Self> {
         Arc::new(Self {
             dir: dir.to_path_buf(),
             opts,
@@ -76,7 +81,8 @@ impl Allocator {
 
     /// Path of the file starting at `offset`.
     pub(crate) fn path_for(&self, offset: u64) -> PathBuf {
-        self.dir.join(rocketstore_format::offset_to_file_name(offset))
+        self.dir
+            .join(rocketstore_format::offset_to_file_name(offset))
     }
 
     /// Registers requests for the files at `offset` and `offset + size` and waits for the first.
@@ -88,7 +94,9 @@ impl Allocator {
         }
         st.reqs.entry(key).or_insert(ReqState::Pending);
         if let Some(next) = offset.checked_add(size) {
-            st.reqs.entry((Reverse(size), next)).or_insert(ReqState::Pending);
+            st.reqs
+                .entry((Reverse(size), next))
+                .or_insert(ReqState::Pending);
         }
         self.signal.wakeup();
         let deadline = Instant::now() + self.wait_timeout;
@@ -111,8 +119,14 @@ impl Allocator {
             if st.closed {
                 return Err(Error::Closed);
             }
-            let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-            st = self.done.wait_timeout(st, wait).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            st = self
+                .done
+                .wait_timeout(st, wait)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
         }
     }
 
@@ -125,7 +139,11 @@ impl Allocator {
                 if st.closed {
                     return served;
                 }
-                let Some((key, state)) = st.reqs.iter_mut().find(|(_, s)| matches!(s, ReqState::Pending)) else {
+                let Some((key, state)) = st
+                    .reqs
+                    .iter_mut()
+                    .find(|(_, s)| matches!(s, ReqState::Pending))
+                else {
                     return served;
                 };
                 *state = ReqState::InProgress;

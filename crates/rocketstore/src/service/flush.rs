@@ -30,9 +30,17 @@ pub(crate) struct FlushService {
     least_pages: usize,
     thorough_interval: Duration,
     last_thorough: Instant,
+    reput_signal: Option<Arc<Signal>>,
 }
 
 impl FlushService {
+    /// Wakes the dispatcher after each flush (under SYNC_FLUSH it may only dispatch flushed
+    /// bytes).
+    pub(crate) fn with_reput_signal(mut self, signal: Arc<Signal>) -> Self {
+        self.reput_signal = Some(signal);
+        self
+    }
+
     pub(crate) fn new(log: Arc<CommitLog>, cfg: &StoreConfig) -> Self {
         Self {
             log,
@@ -41,6 +49,7 @@ impl FlushService {
             least_pages: cfg.flush_commit_log_least_pages as usize,
             thorough_interval: Duration::from_millis(cfg.flush_commit_log_thorough_interval),
             last_thorough: Instant::now(),
+            reput_signal: None,
         }
     }
 
@@ -66,7 +75,13 @@ impl Service for FlushService {
         match self.mode {
             FlushDiskType::SyncFlush => {
                 let target = self.log.queue().max_offset();
-                self.log.flush_until(target)?;
+                let before = self.log.queue().flushed_where();
+                let flushed = self.log.flush_until(target)?;
+                if flushed > before {
+                    if let Some(s) = &self.reput_signal {
+                        s.wakeup();
+                    }
+                }
             }
             FlushDiskType::AsyncFlush => {
                 let thorough = self.last_thorough.elapsed() >= self.thorough_interval;
@@ -82,7 +97,9 @@ impl Service for FlushService {
                         Err(e) => return Err(self.fail(e)),
                     }
                 }
-                self.log.health().publish_flushed(self.log.queue().flushed_where());
+                self.log
+                    .health()
+                    .publish_flushed(self.log.queue().flushed_where());
             }
         }
         Ok(())

@@ -11,6 +11,8 @@
 
 pub(crate) mod allocate;
 pub(crate) mod flush;
+pub(crate) mod flush_cq;
+pub(crate) mod reput;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -198,7 +200,9 @@ struct PoisonDart {
 impl Drop for PoisonDart {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.health.poison(Error::BackgroundPanic { service: self.service });
+            self.health.poison(Error::BackgroundPanic {
+                service: self.service,
+            });
         }
     }
 }
@@ -216,10 +220,6 @@ impl ServiceHandle {
         self.name
     }
 
-    pub(crate) fn wakeup(&self) {
-        self.signal.wakeup();
-    }
-
     /// Stops the service and joins its thread. A panic becomes `BackgroundPanic`.
     pub(crate) fn stop_and_join(&mut self) -> Result<()> {
         self.signal.stop();
@@ -234,12 +234,19 @@ impl ServiceHandle {
 }
 
 /// Runs `svc` on a thread named `rs-<NAME>`, waking on `signal`.
-pub(crate) fn spawn<S: Service>(mut svc: S, signal: Arc<Signal>, health: Arc<Health>) -> Result<ServiceHandle> {
+pub(crate) fn spawn<S: Service>(
+    mut svc: S,
+    signal: Arc<Signal>,
+    health: Arc<Health>,
+) -> Result<ServiceHandle> {
     let sig = Arc::clone(&signal);
     let join = std::thread::Builder::new()
         .name(format!("rs-{}", S::NAME))
         .spawn(move || {
-            let _dart = PoisonDart { health: Arc::clone(&health), service: S::NAME };
+            let _dart = PoisonDart {
+                health: Arc::clone(&health),
+                service: S::NAME,
+            };
             let mut result = Ok(());
             loop {
                 let why = sig.wait(svc.interval());
@@ -262,7 +269,11 @@ pub(crate) fn spawn<S: Service>(mut svc: S, signal: Arc<Signal>, health: Arc<Hea
             result
         })
         .map_err(|e| Error::io("spawn", format!("rs-{}", S::NAME), e))?;
-    Ok(ServiceHandle { name: S::NAME, signal, join: Some(join) })
+    Ok(ServiceHandle {
+        name: S::NAME,
+        signal,
+        join: Some(join),
+    })
 }
 
 #[cfg(test)]
@@ -312,7 +323,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         health.publish_flushed(100);
         assert!(matches!(t.join().unwrap(), FlushWait::Flushed));
-        assert!(matches!(health.wait_flushed(200, Duration::from_millis(5)), FlushWait::TimedOut));
+        assert!(matches!(
+            health.wait_flushed(200, Duration::from_millis(5)),
+            FlushWait::TimedOut
+        ));
         let h3 = Arc::clone(&health);
         let t = std::thread::spawn(move || h3.wait_flushed(300, Duration::from_secs(10)));
         std::thread::sleep(Duration::from_millis(20));

@@ -1,0 +1,171 @@
+//! What the dispatcher extracts from each commit log record (RocketMQ `DispatchRequest`), and
+//! the subscription filter used by reads and long polling.
+
+use rocketstore_format::{property, sysflag, RecordView, SCHEDULE_TOPIC};
+
+/// Looks up property values in a raw properties string without allocating, with RocketMQ's
+/// last-wins rule and its "non-empty name and value" rule.
+pub(crate) fn raw_property<'a>(raw: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut found = None;
+    for seg in raw.split(|&b| b == rocketstore_format::PROPERTY_SEPARATOR) {
+        let Some(sep) = seg
+            .iter()
+            .position(|&b| b == rocketstore_format::NAME_VALUE_SEPARATOR)
+        else {
+            continue;
+        };
+        if sep == 0 || sep + 1 >= seg.len() {
+            continue;
+        }
+        if &seg[..sep] == name.as_bytes() {
+            found = Some(&seg[sep + 1..]);
+        }
+    }
+    found
+}
+
+/// The dispatch-relevant facts of one record.
+#[derive(Debug, Clone)]
+pub(crate) struct DispatchRequest<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) queue_id: i32,
+    pub(crate) commitlog_offset: i64,
+    pub(crate) msg_size: i32,
+    pub(crate) tags_code: i64,
+    pub(crate) store_timestamp: i64,
+    pub(crate) queue_offset: i64,
+    pub(crate) sys_flag: i32,
+    pub(crate) keys: Option<&'a str>,
+    pub(crate) uniq_key: Option<&'a str>,
+}
+
+impl DispatchRequest<'_> {
+    /// NOT and COMMIT records go to the consume queue (§5.8).
+    pub(crate) fn goes_to_cq(&self) -> bool {
+        let t = sysflag::transaction_type(self.sys_flag);
+        t == sysflag::TRANSACTION_NOT_TYPE || t == sysflag::TRANSACTION_COMMIT_TYPE
+    }
+}
+
+fn utf8(b: Option<&[u8]>) -> Option<&str> {
+    b.and_then(|b| std::str::from_utf8(b).ok())
+}
+
+/// Builds the dispatch request of a decoded record; `delay_levels` is the level table (ms).
+/// On the schedule topic a positive `DELAY` level makes the tags code the deliver time (§5.2).
+/// A `DELAY` that is not an integer (which RocketMQ's validator rejects; our puts never write
+/// one) leaves the plain tags code, so one odd record cannot stall dispatch.
+pub(crate) fn dispatch_request<'a>(
+    rec: &RecordView<'a>,
+    delay_levels: &[i64],
+) -> DispatchRequest<'a> {
+    let raw = rec.properties_raw;
+    let tags = utf8(raw_property(raw, property::TAGS));
+    let mut tags_code = rocketstore_format::tags_code(tags);
+    if rec.topic == SCHEDULE_TOPIC {
+        if let Some(delay) = raw_property(raw, property::DELAY) {
+            let level: i64 = std::str::from_utf8(delay)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(0);
+            let level = level.min(delay_levels.len() as i64);
+            if level > 0 {
+                let ms = delay_levels
+                    .get((level - 1) as usize)
+                    .copied()
+                    .unwrap_or(1000);
+                tags_code = rec.store_timestamp + ms;
+            }
+        }
+    }
+    DispatchRequest {
+        topic: rec.topic,
+        queue_id: rec.queue_id,
+        commitlog_offset: rec.physical_offset,
+        msg_size: rec.total_size,
+        tags_code,
+        store_timestamp: rec.store_timestamp,
+        queue_offset: rec.queue_offset,
+        sys_flag: rec.sys_flag,
+        keys: utf8(raw_property(raw, property::KEYS)),
+        uniq_key: utf8(raw_property(raw, property::UNIQ_KEY)),
+    }
+}
+
+/// A RocketMQ TAG subscription expression: `*` (or empty) for everything, else tags separated by
+/// `||`. Matching is first by tagsCode (hash, as the broker does), then by the real tag string
+/// (as clients do), so hash collisions never leak through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    tags: Vec<String>,
+    codes: Vec<i64>,
+}
+
+impl Subscription {
+    /// Parses an expression. `None`, `""` and `"*"` match everything.
+    pub fn parse(expr: Option<&str>) -> Self {
+        let expr = expr.map(str::trim).unwrap_or("");
+        if expr.is_empty() || expr == "*" {
+            return Self {
+                tags: Vec::new(),
+                codes: Vec::new(),
+            };
+        }
+        let tags: Vec<String> = expr
+            .split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        let codes = tags
+            .iter()
+            .map(|t| rocketstore_format::tags_code(Some(t)))
+            .collect();
+        Self { tags, codes }
+    }
+
+    /// True if every message matches.
+    pub fn is_all(&self) -> bool {
+        self.tags.is_empty()
+    }
+
+    /// First-level filter on a consume queue unit's tagsCode (RocketMQ `DefaultMessageFilter`):
+    /// ext addresses always pass.
+    pub(crate) fn matches_code(&self, tags_code: i64) -> bool {
+        self.is_all()
+            || rocketstore_format::cq::is_ext_addr(tags_code)
+            || self.codes.contains(&tags_code)
+    }
+
+    /// Second-level filter on the record's TAGS property.
+    pub(crate) fn matches_tags(&self, tags: Option<&str>) -> bool {
+        self.is_all() || tags.is_some_and(|t| self.tags.iter().any(|s| s == t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_lookup_is_last_wins_and_skips_empty_values() {
+        let raw = b"A\x01\x02B\x01x\x02K\x01v1\x02K\x01v2\x02";
+        assert_eq!(raw_property(raw, "A"), None);
+        assert_eq!(raw_property(raw, "B"), Some(&b"x"[..]));
+        assert_eq!(raw_property(raw, "K"), Some(&b"v2"[..]));
+        assert_eq!(raw_property(b"", "K"), None);
+        assert_eq!(raw_property(b"V\x01a\x01b\x02", "V"), Some(&b"a\x01b"[..]));
+    }
+
+    #[test]
+    fn subscriptions() {
+        let all = Subscription::parse(Some("*"));
+        assert!(all.matches_code(123) && all.matches_tags(None));
+        let s = Subscription::parse(Some("TagA || TagB"));
+        assert!(s.matches_code(2_598_919) && s.matches_code(2_598_920));
+        assert!(!s.matches_code(1));
+        assert!(
+            s.matches_tags(Some("TagB")) && !s.matches_tags(Some("TagC")) && !s.matches_tags(None)
+        );
+    }
+}

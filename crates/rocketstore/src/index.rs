@@ -1,0 +1,809 @@
+//! Index files (spec §6): hash indexes from `"<topic>#<key>"` (UNIQ_KEY and each KEYS token) to
+//! commit-log offsets, in `<root>/index/<yyyyMMddHHmmssSSS>` files byte-compatible with
+//! RocketMQ's `IndexFile` / `IndexService`.
+//!
+//! An index file is one fixed-size mapping: a 40-byte header, `slots` 4-byte hash slots, then
+//! `entries` 20-byte entries (layout and helpers from [`rocketstore_format::index`]). The
+//! dispatcher is the only writer; queries run concurrently from other threads. The mmap rules
+//! (module `mmap`) are kept like this:
+//! - **Header fields and hash slots are rewritten in place**, so they are only ever accessed
+//!   through [`crate::mmap::MmapRegion::atomic_u32`] / `atomic_u64`, holding big-endian values
+//!   (`to_be` / `from_be`). They are never read through a byte slice. (This is why the byte-slice
+//!   helpers `put_key` / `walk_chain` / `read_slot` of the format crate are not used on live
+//!   files: they would alias those words.)
+//! - **Entries are append-only.** Entry `n` is written (a plain write above the watermark) before
+//!   the header's `indexCount` is raised past it and before the slot pointing at it is stored,
+//!   both with `Release`. A reader loads the slot, then `indexCount` (both `Acquire`) and only
+//!   reads entries numbered below that count, so every entry it slices is complete and never
+//!   written again.
+//! - **Chain walks are bounded**: entry numbers must strictly decrease along a chain and stay
+//!   below the published count and the entry capacity, so a corrupt file (cycles, garbage
+//!   pointers) ends the walk after at most `indexCount` steps.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rocketstore_format::index::{
+    entry_position, index_file_size, index_key, index_slot, index_time_diff, slot_position,
+};
+use rocketstore_format::{
+    index_key_hash, sysflag, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
+};
+
+use crate::error::{CorruptionKind, Error, Result};
+use crate::segment::{CreateOptions, MappedFile};
+use crate::util::{check_not_symlink, fsync_dir, lock};
+
+/// Name of the index directory under the store root.
+pub(crate) const INDEX_DIR: &str = "index";
+
+// Byte offsets of the header fields (spec §6.1; checked against `IndexHeader::encode` in tests).
+const H_BEGIN_TIMESTAMP: usize = 0;
+const H_END_TIMESTAMP: usize = 8;
+const H_BEGIN_PHY_OFFSET: usize = 16;
+const H_END_PHY_OFFSET: usize = 24;
+const H_HASH_SLOT_COUNT: usize = 32;
+const H_INDEX_COUNT: usize = 36;
+
+/// Name format of index files: `UtilAll.timeMillisToHumanString` (local time, 17 digits).
+const NAME_FORMAT: &str = "%Y%m%d%H%M%S%3f";
+
+/// What the dispatcher hands to the index: a record's identity and its keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexRequest<'a> {
+    /// The topic stored in the record (e.g. `SCHEDULE_TOPIC_XXXX` for delayed messages).
+    pub topic: &'a str,
+    /// The record's PHYSICALOFFSET.
+    pub phy_offset: i64,
+    /// The record's STORETIMESTAMP.
+    pub store_timestamp: i64,
+    /// The record's SYSFLAG (ROLLBACK records are not indexed).
+    pub sys_flag: i32,
+    /// The UNIQ_KEY property, if present.
+    pub uniq_key: Option<&'a str>,
+    /// The raw KEYS property (space separated), if present.
+    pub keys: Option<&'a str>,
+}
+
+/// Result of [`IndexService::query`] (RocketMQ `QueryOffsetResult`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct QueryOffsetResult {
+    /// Commit-log offsets of matching entries, newest file first, newest entry first within a
+    /// file. Only key hashes are compared: different keys with the same hash are returned too.
+    pub phy_offsets: Vec<i64>,
+    /// endTimestamp of the newest index file (0 if none).
+    pub index_last_update_timestamp: i64,
+    /// endPhyOffset of the newest index file (0 if none).
+    pub index_last_update_phy_offset: i64,
+}
+
+/// One index file. Its `MappedFile`'s cursors are not used; the header's `indexCount` is the
+/// published watermark of its entries.
+#[derive(Debug)]
+struct IndexFile {
+    file: MappedFile,
+    name: String,
+    slots: u32,
+    entries: u32,
+}
+
+impl IndexFile {
+    fn new(file: MappedFile, name: String, slots: u32, entries: u32) -> Result<Self> {
+        let f = Self {
+            file,
+            name,
+            slots,
+            entries,
+        };
+        // Every word accessed atomically must be in bounds and aligned (the mapping is
+        // page-aligned, so this only fails for an impossible layout).
+        let ok = [
+            H_BEGIN_TIMESTAMP,
+            H_END_TIMESTAMP,
+            H_BEGIN_PHY_OFFSET,
+            H_END_PHY_OFFSET,
+        ]
+        .iter()
+        .all(|&o| f.file.region().atomic_u64(o).is_some())
+            && f.file.region().atomic_u32(H_HASH_SLOT_COUNT).is_some()
+            && f.file.region().atomic_u32(H_INDEX_COUNT).is_some()
+            && slots > 0
+            && usize::try_from(slot_position(slots - 1))
+                .ok()
+                .and_then(|p| f.file.region().atomic_u32(p))
+                .is_some();
+        if !ok {
+            return Err(Error::UnsupportedFormat {
+                path: f.file.path().to_path_buf(),
+                reason: "index file layout cannot be mapped".into(),
+            });
+        }
+        Ok(f)
+    }
+
+    fn load_i64(&self, off: usize) -> i64 {
+        self.file
+            .region()
+            .atomic_u64(off)
+            .map_or(0, |a| u64::from_be(a.load(Ordering::Acquire)) as i64)
+    }
+
+    fn store_i64(&self, off: usize, v: i64) {
+        if let Some(a) = self.file.region().atomic_u64(off) {
+            a.store((v as u64).to_be(), Ordering::Release);
+        }
+    }
+
+    fn load_i32(&self, off: usize) -> i32 {
+        self.file
+            .region()
+            .atomic_u32(off)
+            .map_or(0, |a| u32::from_be(a.load(Ordering::Acquire)) as i32)
+    }
+
+    fn store_i32(&self, off: usize, v: i32) {
+        if let Some(a) = self.file.region().atomic_u32(off) {
+            a.store((v as u32).to_be(), Ordering::Release);
+        }
+    }
+
+    fn begin_timestamp(&self) -> i64 {
+        self.load_i64(H_BEGIN_TIMESTAMP)
+    }
+
+    fn end_timestamp(&self) -> i64 {
+        self.load_i64(H_END_TIMESTAMP)
+    }
+
+    fn begin_phy_offset(&self) -> i64 {
+        self.load_i64(H_BEGIN_PHY_OFFSET)
+    }
+
+    fn end_phy_offset(&self) -> i64 {
+        self.load_i64(H_END_PHY_OFFSET)
+    }
+
+    /// `indexCount` as RocketMQ's `IndexHeader.load` sees it: values `<= 0` count as 1.
+    fn index_count(&self) -> i32 {
+        self.load_i32(H_INDEX_COUNT).max(1)
+    }
+
+    fn slot_value(&self, slot: u32) -> i32 {
+        usize::try_from(slot_position(slot)).map_or(0, |p| self.load_i32(p))
+    }
+
+    fn header(&self) -> IndexHeader {
+        IndexHeader {
+            begin_timestamp: self.begin_timestamp(),
+            end_timestamp: self.end_timestamp(),
+            begin_phy_offset: self.begin_phy_offset(),
+            end_phy_offset: self.end_phy_offset(),
+            hash_slot_count: self.load_i32(H_HASH_SLOT_COUNT),
+            index_count: self.load_i32(H_INDEX_COUNT),
+        }
+    }
+
+    /// RocketMQ `isWriteFull`: `indexCount >= maxIndexNum`.
+    fn is_full(&self) -> bool {
+        i64::from(self.index_count()) >= i64::from(self.entries)
+    }
+
+    /// Entry `n`; the caller guarantees `n` is below the published `indexCount` (or the file has
+    /// no writer), so the bytes are never written while the slice lives.
+    fn entry(&self, n: u32) -> Option<IndexEntry> {
+        if n >= self.entries {
+            return None;
+        }
+        let pos = usize::try_from(entry_position(self.slots, n)).ok()?;
+        IndexEntry::decode(self.file.region().slice(pos, INDEX_ENTRY_SIZE)?)
+    }
+
+    /// RocketMQ `IndexFile.putKey` (§6.4). Returns `Ok(false)` if the file is full.
+    fn put_key(&self, key_hash: i32, phy_offset: i64, store_timestamp: i64) -> Result<bool> {
+        let count = self.index_count();
+        let Ok(n) = u32::try_from(count) else {
+            return Ok(false);
+        };
+        if n >= self.entries {
+            return Ok(false);
+        }
+        let slot = index_slot(key_hash, self.slots);
+        let mut prev = self.slot_value(slot);
+        // RocketMQ accepts a slot value equal to indexCount; a consistent file never has one, and
+        // taking it would make entry n point at itself, so it is treated as empty too.
+        if prev <= 0 || prev >= count {
+            prev = 0;
+        }
+        let entry = IndexEntry {
+            key_hash,
+            phy_offset,
+            time_diff: index_time_diff(store_timestamp, self.begin_timestamp()),
+            prev_index: prev,
+        };
+        let pos = usize::try_from(entry_position(self.slots, n))
+            .map_err(|_| Error::corruption(self.file.path(), 0, CorruptionKind::BadLength))?;
+        // Entry n is above the published count: no reader slices it yet (append-only region).
+        self.file
+            .region()
+            .write(pos, &entry.encode())
+            .ok_or_else(|| Error::ReadOnly {
+                path: self.file.path().to_path_buf(),
+            })?;
+        if count <= 1 {
+            self.store_i64(H_BEGIN_PHY_OFFSET, phy_offset);
+            self.store_i64(H_BEGIN_TIMESTAMP, store_timestamp);
+        }
+        if prev == 0 {
+            self.store_i32(
+                H_HASH_SLOT_COUNT,
+                self.load_i32(H_HASH_SLOT_COUNT).wrapping_add(1),
+            );
+        }
+        self.store_i64(H_END_PHY_OFFSET, phy_offset);
+        self.store_i64(H_END_TIMESTAMP, store_timestamp);
+        // Publish: count first (entry n now below the watermark), then the slot.
+        self.store_i32(H_INDEX_COUNT, count + 1);
+        if let Ok(p) = usize::try_from(slot_position(slot)) {
+            self.store_i32(p, count);
+        }
+        Ok(true)
+    }
+
+    /// RocketMQ `isTimeMatched(begin, end)`.
+    fn is_time_matched(&self, begin: i64, end: i64) -> bool {
+        let (fb, fe) = (self.begin_timestamp(), self.end_timestamp());
+        (begin < fb && end > fe) || (begin >= fb && begin <= fe) || (end >= fb && end <= fe)
+    }
+
+    /// RocketMQ `selectPhyOffset` (§6.6) with a bounded walk: adds to `out` (up to `max_num`
+    /// offsets in total) the entries of the key's chain whose hash equals `key_hash` and whose
+    /// time `begin + timeDiff * 1000` is in `[begin, end]`.
+    fn select(&self, out: &mut Vec<i64>, key_hash: i32, max_num: usize, begin: i64, end: i64) {
+        let slot = index_slot(key_hash, self.slots);
+        // Slot first, then count: a slot value stored by the writer is below the count it
+        // published before storing the slot.
+        let head = self.slot_value(slot);
+        let count = self.index_count();
+        if head <= 0 || head >= count || count <= 1 {
+            return;
+        }
+        let file_begin = self.begin_timestamp();
+        let mut current = head;
+        loop {
+            if out.len() >= max_num {
+                break;
+            }
+            let Some(e) = u32::try_from(current).ok().and_then(|n| self.entry(n)) else {
+                break;
+            };
+            if e.time_diff < 0 {
+                break;
+            }
+            let time_read = file_begin.wrapping_add(i64::from(e.time_diff) * 1000);
+            if e.key_hash == key_hash && time_read >= begin && time_read <= end {
+                out.push(e.phy_offset);
+            }
+            let prev = e.prev_index;
+            if prev <= 0 || prev >= current || prev >= count || time_read < begin {
+                break;
+            }
+            current = prev;
+        }
+    }
+
+    /// msync of the whole mapping (the header words are always current in the mapping, so this
+    /// is RocketMQ's "rewrite header + force").
+    fn flush(&self) -> Result<()> {
+        if !self.file.is_writable() {
+            return Ok(());
+        }
+        let len = self.file.size();
+        self.file
+            .region()
+            .flush_range(0, len)
+            .map_err(|e| Error::io("msync", self.file.path(), e))
+    }
+}
+
+/// The index files of a store, oldest first.
+#[derive(Debug)]
+pub(crate) struct IndexService {
+    dir: PathBuf,
+    slots: u32,
+    entries: u32,
+    file_size: usize,
+    writable: bool,
+    files: RwLock<Vec<Arc<IndexFile>>>,
+    /// Serializes writers (build, roll, delete, truncate, destroy).
+    writer: Mutex<()>,
+    /// Full files rolled over but not flushed yet.
+    unflushed_full: Mutex<Vec<Arc<IndexFile>>>,
+    /// endTimestamp of the newest full file known flushed (checkpoint `indexMsgTimestamp`).
+    last_full_end_timestamp: AtomicI64,
+}
+
+#[allow(dead_code)]
+impl IndexService {
+    /// Loads `<root>/index` (§6.5): regular files sorted by name; sub-directories are skipped; a
+    /// symbolic link, a name that is not all ASCII digits, or a file whose size is not
+    /// `index_file_size(slots, entries)` is refused with `UnsupportedFormat` (recovery decides);
+    /// an empty last file (a crash during creation) is deleted (writable) or ignored. After an
+    /// abnormal exit (`!last_exit_ok`) every file with `endTimestamp > checkpoint_index_ts` is
+    /// deleted (writable) or ignored (read-only). Keeps: nothing is written when read-only, no
+    /// symlink is followed.
+    pub(crate) fn load(
+        root: &Path,
+        slots: u32,
+        entries: u32,
+        writable: bool,
+        last_exit_ok: bool,
+        checkpoint_index_ts: i64,
+    ) -> Result<Self> {
+        let size = index_file_size(slots, entries);
+        let file_size = usize::try_from(size)
+            .ok()
+            .filter(|_| slots > 0 && entries >= 2)
+            .ok_or_else(|| Error::Config {
+                key: "max_hash_slot_num/max_index_num".into(),
+                reason: format!("index file of {slots} slots and {entries} entries is impossible"),
+            })?;
+        let dir = root.join(INDEX_DIR);
+        let service = Self {
+            dir: dir.clone(),
+            slots,
+            entries,
+            file_size,
+            writable,
+            files: RwLock::new(Vec::new()),
+            writer: Mutex::new(()),
+            unflushed_full: Mutex::new(Vec::new()),
+            last_full_end_timestamp: AtomicI64::new(0),
+        };
+        let meta = match std::fs::symlink_metadata(&dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(service),
+            Err(e) => return Err(Error::io("stat", &dir, e)),
+        };
+        if meta.file_type().is_symlink() || !meta.is_dir() {
+            return Err(Error::UnsupportedFormat {
+                path: dir,
+                reason: "not a directory (or a symbolic link)".into(),
+            });
+        }
+        let mut found: Vec<(String, PathBuf, u64)> = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("read_dir", &dir, e))? {
+            let entry = entry.map_err(|e| Error::io("read_dir", &dir, e))?;
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
+            if meta.file_type().is_symlink() {
+                return Err(Error::UnsupportedFormat {
+                    path,
+                    reason: "symbolic link".into(),
+                });
+            }
+            if meta.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(Error::UnsupportedFormat {
+                    path,
+                    reason: "index file name is not a timestamp".into(),
+                });
+            }
+            found.push((name, path, meta.len()));
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some((_, path, 0)) = found.last() {
+            if writable {
+                std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))?;
+            }
+            found.pop();
+        }
+        let mut files = Vec::with_capacity(found.len());
+        let mut removed = false;
+        for (name, path, len) in found {
+            if len != size {
+                return Err(Error::UnsupportedFormat {
+                    path,
+                    reason: format!("index file is {len} bytes, expected {size} ({slots} slots, {entries} entries)"),
+                });
+            }
+            let f = IndexFile::new(
+                MappedFile::open(&path, 0, file_size, writable)?,
+                name,
+                slots,
+                entries,
+            )?;
+            if !last_exit_ok && f.end_timestamp() > checkpoint_index_ts {
+                if writable {
+                    f.file.destroy()?;
+                    removed = true;
+                }
+                continue;
+            }
+            files.push(Arc::new(f));
+        }
+        if removed {
+            fsync_dir(&dir)?;
+        }
+        let full_end = files
+            .iter()
+            .filter(|f| f.is_full())
+            .map(|f| f.end_timestamp())
+            .max()
+            .unwrap_or(0);
+        service
+            .last_full_end_timestamp
+            .store(full_end, Ordering::Release);
+        *service.write() = files;
+        Ok(service)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<IndexFile>>> {
+        self.files
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<IndexFile>>> {
+        self.files
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn snapshot(&self) -> Vec<Arc<IndexFile>> {
+        self.read().clone()
+    }
+
+    /// RocketMQ `IndexService.buildIndex` (§6.3, §6.4): gets the last file (rolling to a new one
+    /// when it is full); skips the record if `phy_offset < endPhyOffset` of that file (already
+    /// indexed; the strict comparison re-indexes the last record) or its transaction type is
+    /// ROLLBACK; then puts `topic#UNIQ_KEY` and `topic#token` for each non-empty space-separated
+    /// KEYS token, rolling whenever a file fills up. Keeps: single writer; each entry is complete
+    /// before the count and slot that publish it.
+    ///
+    /// # Errors
+    /// `ReadOnly`; I/O errors creating a file (nothing of the failed key is published).
+    pub(crate) fn build_index(&self, req: &IndexRequest<'_>) -> Result<()> {
+        if !self.writable {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            });
+        }
+        let _w = lock(&self.writer);
+        let mut file = self.last_writable_file()?;
+        if req.phy_offset < file.end_phy_offset() {
+            return Ok(());
+        }
+        if sysflag::transaction_type(req.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE {
+            return Ok(());
+        }
+        if let Some(uniq) = req.uniq_key {
+            file = self.put_key(file, &index_key(req.topic, uniq), req)?;
+        }
+        if let Some(keys) = req.keys {
+            for key in keys.split(' ').filter(|k| !k.is_empty()) {
+                file = self.put_key(file, &index_key(req.topic, key), req)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn put_key(
+        &self,
+        file: Arc<IndexFile>,
+        key: &str,
+        req: &IndexRequest<'_>,
+    ) -> Result<Arc<IndexFile>> {
+        let hash = index_key_hash(key);
+        let mut file = file;
+        // A fresh file always has room (entries >= 2), so this rolls at most once.
+        for _ in 0..2 {
+            if file.put_key(hash, req.phy_offset, req.store_timestamp)? {
+                return Ok(file);
+            }
+            file = self.last_writable_file()?;
+        }
+        Err(Error::corruption(
+            &self.dir,
+            0,
+            CorruptionKind::Invalid("a new index file has no room".into()),
+        ))
+    }
+
+    /// RocketMQ `getAndCreateLastIndexFile`: the last file if it is not full, else a new file
+    /// whose header starts at the previous file's end values (when > 0). The full file is queued
+    /// for [`IndexService::flush`].
+    fn last_writable_file(&self) -> Result<Arc<IndexFile>> {
+        let last = self.read().last().cloned();
+        let (prev_end_phy, prev_end_ts) = match &last {
+            Some(f) if !f.is_full() => return Ok(Arc::clone(f)),
+            Some(f) => (f.end_phy_offset(), f.end_timestamp()),
+            None => (0, 0),
+        };
+        let file = Arc::new(self.create_file(
+            last.as_ref().map(|f| f.name.as_str()),
+            prev_end_phy,
+            prev_end_ts,
+        )?);
+        self.write().push(Arc::clone(&file));
+        if let Some(full) = last {
+            lock(&self.unflushed_full).push(full);
+        }
+        Ok(file)
+    }
+
+    /// Creates a new index file named by the current local time (`yyyyMMddHHmmssSSS`), bumped by
+    /// 1 ms while the name is not after `after` or already exists, so names stay unique and
+    /// sorted in creation order.
+    fn create_file(
+        &self,
+        after: Option<&str>,
+        prev_end_phy: i64,
+        prev_end_ts: i64,
+    ) -> Result<IndexFile> {
+        check_not_symlink(&self.dir)?;
+        if !self.dir.is_dir() {
+            std::fs::create_dir_all(&self.dir).map_err(|e| Error::io("mkdir", &self.dir, e))?;
+            if let Some(parent) = self.dir.parent() {
+                fsync_dir(parent)?;
+            }
+        }
+        let mut now = chrono::Local::now().naive_local();
+        let mut name = now.format(NAME_FORMAT).to_string();
+        if let Some(after) = after {
+            if name.len() == after.len() && name.as_str() <= after {
+                match chrono::NaiveDateTime::parse_from_str(after, NAME_FORMAT) {
+                    Ok(t) => {
+                        now = t + chrono::Duration::milliseconds(1);
+                        name = now.format(NAME_FORMAT).to_string();
+                    }
+                    Err(_) => name = bump_digits(after),
+                }
+            }
+        }
+        let opts = CreateOptions {
+            sync: true,
+            populate: false,
+            warm: None,
+        };
+        for _ in 0..1000 {
+            let path = self.dir.join(&name);
+            match MappedFile::create(&path, 0, self.file_size, &opts) {
+                Ok(mf) => {
+                    let f = IndexFile::new(mf, name, self.slots, self.entries)?;
+                    if prev_end_phy > 0 {
+                        f.store_i64(H_BEGIN_PHY_OFFSET, prev_end_phy);
+                        f.store_i64(H_END_PHY_OFFSET, prev_end_phy);
+                    }
+                    if prev_end_ts > 0 {
+                        f.store_i64(H_BEGIN_TIMESTAMP, prev_end_ts);
+                        f.store_i64(H_END_TIMESTAMP, prev_end_ts);
+                    }
+                    // RocketMQ's in-memory indexCount of a new file is 1 (entry #0 is unused).
+                    f.store_i32(H_INDEX_COUNT, 1);
+                    return Ok(f);
+                }
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    now += chrono::Duration::milliseconds(1);
+                    name = now.format(NAME_FORMAT).to_string();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Io {
+            op: "create",
+            path: self.dir.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "no free index file name",
+            ),
+        })
+    }
+
+    /// RocketMQ `IndexService.queryOffset` (§6.6): walks the files newest to oldest, recording the
+    /// newest file's end timestamp / phy offset; collects from each file whose time range
+    /// matches `[begin, end]`, and stops after a file that begins before `begin` or once
+    /// `max_num` offsets are collected. The caller applies `maxMsgsNumBatch` to `max_num`.
+    /// Keeps: never loops on a corrupt file (bounded walk, entries in bounds only).
+    pub(crate) fn query(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> QueryOffsetResult {
+        let mut result = QueryOffsetResult::default();
+        let files = self.snapshot();
+        let hash = index_key_hash(&index_key(topic, key));
+        for (i, f) in files.iter().enumerate().rev() {
+            if i + 1 == files.len() {
+                result.index_last_update_timestamp = f.end_timestamp();
+                result.index_last_update_phy_offset = f.end_phy_offset();
+            }
+            if f.is_time_matched(begin, end) {
+                f.select(&mut result.phy_offsets, hash, max_num, begin, end);
+            }
+            if f.begin_timestamp() < begin || result.phy_offsets.len() >= max_num {
+                break;
+            }
+        }
+        result
+    }
+
+    /// Flushes (msync) every full file rolled over since the last flush, then the active file.
+    /// For each flushed full file its endTimestamp is recorded in
+    /// [`IndexService::last_full_end_timestamp`] (the caller then writes the checkpoint's
+    /// `indexMsgTimestamp`, §6.5). Keeps: a file whose msync failed stays queued and its
+    /// timestamp is not recorded.
+    pub(crate) fn flush(&self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut *lock(&self.unflushed_full));
+        for (i, f) in pending.iter().enumerate() {
+            if let Err(e) = f.flush() {
+                lock(&self.unflushed_full).extend(pending.iter().skip(i).cloned());
+                return Err(e);
+            }
+            self.last_full_end_timestamp
+                .fetch_max(f.end_timestamp(), Ordering::AcqRel);
+        }
+        let last = self.read().last().cloned();
+        if let Some(f) = last {
+            f.flush()?;
+            if f.is_full() {
+                self.last_full_end_timestamp
+                    .fetch_max(f.end_timestamp(), Ordering::AcqRel);
+            }
+        }
+        Ok(())
+    }
+
+    /// True if a full file awaits [`IndexService::flush`] (RocketMQ flushes it right after the
+    /// roll, then the checkpoint).
+    pub(crate) fn has_unflushed_full(&self) -> bool {
+        !lock(&self.unflushed_full).is_empty()
+    }
+
+    /// endTimestamp of the newest full index file known flushed (loaded full files count as
+    /// flushed), 0 if none: the checkpoint's `indexMsgTimestamp` (§6.5, §15 writer checklist 6).
+    pub(crate) fn last_full_end_timestamp(&self) -> i64 {
+        self.last_full_end_timestamp.load(Ordering::Acquire)
+    }
+
+    /// RocketMQ `deleteExpiredFile(commitlogMin)` (§6.5): if the first file's endPhyOffset is
+    /// below `commitlog_min`, destroys files in order while their endPhyOffset is below it,
+    /// never the last file. Returns the number deleted. Keeps: queries holding a file keep its
+    /// mapping.
+    pub(crate) fn delete_expired(&self, commitlog_min: u64) -> Result<usize> {
+        if !self.writable {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            });
+        }
+        let _w = lock(&self.writer);
+        let min = i64::try_from(commitlog_min).unwrap_or(i64::MAX);
+        let files = self.snapshot();
+        let Some(first) = files.first() else {
+            return Ok(0);
+        };
+        if first.end_phy_offset() >= min {
+            return Ok(0);
+        }
+        let doomed: Vec<Arc<IndexFile>> = files
+            .iter()
+            .take(files.len().saturating_sub(1))
+            .take_while(|f| f.end_phy_offset() < min)
+            .cloned()
+            .collect();
+        self.remove(&doomed)?;
+        Ok(doomed.len())
+    }
+
+    fn remove(&self, doomed: &[Arc<IndexFile>]) -> Result<()> {
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        let is_doomed = |f: &Arc<IndexFile>| doomed.iter().any(|d| Arc::ptr_eq(d, f));
+        self.write().retain(|f| !is_doomed(f));
+        lock(&self.unflushed_full).retain(|f| !is_doomed(f));
+        if self.writable {
+            for f in doomed {
+                f.file.destroy()?;
+            }
+            fsync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Recovery helper: drops the newest files whose beginPhyOffset is `>= phy_offset` (they only
+    /// index records past the recovered end; re-dispatch rebuilds them), destroying them when
+    /// writable. A file straddling `phy_offset` is kept as is. `last_full_end_timestamp` is
+    /// recomputed from the remaining full files.
+    pub(crate) fn truncate_after(&self, phy_offset: u64) -> Result<()> {
+        let _w = lock(&self.writer);
+        let limit = i64::try_from(phy_offset).unwrap_or(i64::MAX);
+        let files = self.snapshot();
+        let doomed: Vec<Arc<IndexFile>> = files
+            .iter()
+            .rev()
+            .take_while(|f| f.begin_phy_offset() >= limit)
+            .cloned()
+            .collect();
+        self.remove(&doomed)?;
+        let full_end = self
+            .snapshot()
+            .iter()
+            .filter(|f| f.is_full())
+            .map(|f| f.end_timestamp())
+            .max()
+            .unwrap_or(0);
+        self.last_full_end_timestamp
+            .store(full_end, Ordering::Release);
+        Ok(())
+    }
+
+    /// Destroys every index file (RocketMQ `IndexService.destroy`).
+    pub(crate) fn destroy_all(&self) -> Result<()> {
+        if !self.writable {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            });
+        }
+        let _w = lock(&self.writer);
+        let files = self.snapshot();
+        self.remove(&files)?;
+        self.last_full_end_timestamp.store(0, Ordering::Release);
+        Ok(())
+    }
+
+    /// Paths of the index files, oldest first.
+    /// endPhyOffset of the newest index file (-1 when there is none): records before it are
+    /// indexed already, so re-dispatch for the index may start there.
+    pub(crate) fn last_end_phy_offset(&self) -> i64 {
+        self.headers().last().map_or(-1, |h| h.end_phy_offset)
+    }
+
+    pub(crate) fn files(&self) -> Vec<PathBuf> {
+        self.read()
+            .iter()
+            .map(|f| f.file.path().to_path_buf())
+            .collect()
+    }
+
+    /// Header of every index file, oldest first (diagnostics, checks).
+    pub(crate) fn headers(&self) -> Vec<IndexHeader> {
+        self.read().iter().map(|f| f.header()).collect()
+    }
+}
+
+/// Adds 1 to a string of decimal digits, keeping its width (a fallback for index file names that
+/// do not parse as a date).
+fn bump_digits(s: &str) -> String {
+    let mut digits: Vec<u8> = s.bytes().collect();
+    for d in digits.iter_mut().rev() {
+        if *d == b'9' {
+            *d = b'0';
+        } else {
+            *d += 1;
+            return String::from_utf8_lossy(&digits).into_owned();
+        }
+    }
+    let mut out = String::from("1");
+    out.push_str(&String::from_utf8_lossy(&digits));
+    out
+}
+
+const _: () = assert!(INDEX_HEADER_SIZE == H_INDEX_COUNT + 4);
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod java_crosscheck;

@@ -1,0 +1,281 @@
+//! The read path (RocketMQ `DefaultMessageStore.getMessage`, `queryMessage`,
+//! `getOffsetInQueueByTime`, ...), as functions over the store's components.
+
+use rocketstore_format::{decode_record, DecodeOptions, Decoded};
+
+use crate::commitlog::CommitLog;
+use crate::config::StoreConfig;
+use crate::consume_queue::ConsumeQueueStore;
+use crate::dispatch::Subscription;
+use crate::index::IndexService;
+use crate::message::{GetResult, GetStatus, QueryResult, StoredMessage};
+
+/// Read limits taken from the configuration once.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadLimits {
+    mem_bytes: u64,
+    mem_count: u64,
+    disk_bytes: u64,
+    disk_count: u64,
+    in_memory_window: u64,
+    filter_bytes: u64,
+    max_msgs_num_batch: usize,
+}
+
+impl ReadLimits {
+    pub(crate) fn new(cfg: &StoreConfig) -> Self {
+        Self {
+            mem_bytes: cfg.max_transfer_bytes_on_message_in_memory,
+            mem_count: cfg.max_transfer_count_on_message_in_memory,
+            disk_bytes: cfg.max_transfer_bytes_on_message_in_disk,
+            disk_count: cfg.max_transfer_count_on_message_in_disk,
+            in_memory_window: physical_memory() / 100 * cfg.access_message_in_memory_max_ratio,
+            filter_bytes: cfg.max_filter_message_size,
+            max_msgs_num_batch: cfg.max_msgs_num_batch as usize,
+        }
+    }
+}
+
+/// Physical memory in bytes (`/proc/meminfo`), or 24 GiB when unknown (RocketMQ's assumption).
+fn physical_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|kb| kb.parse::<u64>().ok())
+                        .map(|kb| kb * 1024)
+                })
+        })
+        .unwrap_or(24 << 30)
+}
+
+fn decode(bytes: &[u8], offset: u64) -> Option<StoredMessage> {
+    let opts = DecodeOptions {
+        expected_physical_offset: Some(offset as i64),
+        ..DecodeOptions::default()
+    };
+    match decode_record(bytes, &opts) {
+        Ok(Decoded::Message(v)) => Some(StoredMessage::from_view(&v)),
+        _ => None,
+    }
+}
+
+/// RocketMQ `isTheBatchFull`.
+fn batch_full(
+    limits: &ReadLimits,
+    size: u64,
+    max_msgs: u64,
+    max_bytes: u64,
+    bytes: u64,
+    count: u64,
+    in_mem: bool,
+) -> bool {
+    if bytes == 0 || count == 0 {
+        return false;
+    }
+    if count + 1 > max_msgs || bytes + size > max_bytes {
+        return true;
+    }
+    if in_mem {
+        bytes + size > limits.mem_bytes || count > limits.mem_count - 1
+    } else {
+        bytes + size > limits.disk_bytes || count > limits.disk_count - 1
+    }
+}
+
+/// `getMessage` (spec §11.1, 5.x scan rules). `queue` missing means the queue never existed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get_message(
+    log: &CommitLog,
+    cqs: &ConsumeQueueStore,
+    limits: &ReadLimits,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    max_msgs: usize,
+    max_total_bytes: Option<u64>,
+    sub: &Subscription,
+) -> GetResult {
+    let empty = |status, next, min, max| GetResult {
+        status,
+        next_begin_offset: next,
+        min_offset: min,
+        max_offset: max,
+        messages: Vec::new(),
+    };
+    let Some(cq) = cqs.get(topic, queue_id) else {
+        return empty(GetStatus::NoMessageInQueue, 0, 0, 0);
+    };
+    let min = cq.min_offset();
+    let max = cq.max_offset();
+    if max == 0 {
+        return empty(GetStatus::NoMessageInQueue, 0, min, max);
+    }
+    if offset < min {
+        return empty(GetStatus::OffsetTooSmall, min, min, max);
+    }
+    if offset == max {
+        return empty(GetStatus::OffsetOverflowOne, offset, min, max);
+    }
+    if offset > max {
+        return empty(GetStatus::OffsetOverflowBadly, max, min, max);
+    }
+    let max_msgs = max_msgs.max(1) as u64;
+    let max_pull = max_total_bytes.unwrap_or(128 << 20).clamp(100, 128 << 20);
+    let window_bytes = limits.filter_bytes.max(max_msgs * 20);
+    let window_units = (window_bytes / 20).max(1) as usize;
+    let units = cq.units_from(offset, window_units);
+    if units.is_empty() {
+        let upf = cq.units_per_file().max(1);
+        return empty(
+            GetStatus::OffsetFoundNull,
+            offset + upf - offset % upf,
+            min,
+            max,
+        );
+    }
+    let max_phy = log.max_offset();
+    let file_size = log.file_size();
+    let mut status = GetStatus::NoMatchedMessage;
+    let mut next = offset;
+    let mut messages = Vec::new();
+    let mut bytes = 0u64;
+    let mut next_phy_file_start = i64::MIN;
+    for (entry_offset, unit) in units {
+        if ((entry_offset - offset) as u64) * 20 >= window_bytes {
+            break;
+        }
+        let size = unit.size.max(0) as u64;
+        let in_mem =
+            max_phy.saturating_sub(unit.phy_offset.max(0) as u64) <= limits.in_memory_window;
+        if batch_full(
+            limits,
+            size,
+            max_msgs,
+            max_pull,
+            bytes,
+            messages.len() as u64,
+            in_mem,
+        ) {
+            break;
+        }
+        if bytes >= max_pull {
+            break;
+        }
+        next = entry_offset + 1;
+        if unit.phy_offset < next_phy_file_start {
+            continue;
+        }
+        if !sub.matches_code(unit.tags_code) {
+            continue;
+        }
+        let record = (unit.phy_offset >= 0 && unit.size > 0)
+            .then(|| log.record_at_sized(unit.phy_offset as u64, unit.size as usize))
+            .flatten();
+        let Some(record) = record else {
+            if messages.is_empty() {
+                status = GetStatus::MessageWasRemoving;
+            }
+            let phy = unit.phy_offset.max(0) as u64;
+            next_phy_file_start = (phy + file_size - phy % file_size) as i64;
+            continue;
+        };
+        let Some(msg) = decode(record.bytes(), record.offset()) else {
+            if messages.is_empty() {
+                status = GetStatus::MessageWasRemoving;
+            }
+            continue;
+        };
+        if !sub.matches_tags(msg.tags()) {
+            continue;
+        }
+        bytes += size;
+        messages.push(msg);
+        status = GetStatus::Found;
+    }
+    GetResult {
+        status,
+        next_begin_offset: next,
+        min_offset: min,
+        max_offset: max,
+        messages,
+    }
+}
+
+/// `queryMessage` (spec §6.6): up to three rounds over the index files, newest first, keeping
+/// only records whose KEYS or UNIQ_KEY really equal `key` (hash collisions are dropped).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn query_message(
+    log: &CommitLog,
+    index: &IndexService,
+    limits: &ReadLimits,
+    topic: &str,
+    key: &str,
+    max_num: usize,
+    begin: i64,
+    end: i64,
+) -> QueryResult {
+    let max_num = max_num.clamp(1, limits.max_msgs_num_batch);
+    let mut messages: Vec<StoredMessage> = Vec::new();
+    let mut last_update = (0, 0);
+    let mut end = end;
+    for _ in 0..3 {
+        let r = index.query(topic, key, max_num, begin, end);
+        last_update = (
+            r.index_last_update_timestamp,
+            r.index_last_update_phy_offset,
+        );
+        let mut offsets = r.phy_offsets;
+        if offsets.is_empty() {
+            break;
+        }
+        offsets.sort_unstable();
+        offsets.dedup();
+        let mut first_ts = None;
+        for phy in offsets {
+            let Some(rec) = (phy >= 0).then(|| log.record_at(phy as u64)).flatten() else {
+                continue;
+            };
+            let Some(m) = decode(rec.bytes(), rec.offset()) else {
+                continue;
+            };
+            first_ts.get_or_insert(m.store_timestamp);
+            let matches =
+                m.topic == topic && (m.uniq_key() == Some(key) || m.keys().contains(&key));
+            if matches
+                && messages.len() < max_num
+                && !messages
+                    .iter()
+                    .any(|x| x.commitlog_offset == m.commitlog_offset)
+            {
+                messages.push(m);
+            }
+        }
+        if !messages.is_empty() {
+            break;
+        }
+        match first_ts {
+            Some(ts) if ts >= begin && ts < end => end = ts,
+            _ => break,
+        }
+    }
+    messages.sort_by_key(|m| m.commitlog_offset);
+    QueryResult {
+        messages,
+        index_last_update_timestamp: last_update.0,
+        index_last_update_phy_offset: last_update.1,
+    }
+}
+
+/// STORETIMESTAMP of the record at `phy` (RocketMQ `pickupStoreTimestamp`), if readable.
+pub(crate) fn store_timestamp_at(log: &CommitLog, phy: i64, size: i32) -> Option<i64> {
+    if phy < 0 || size <= 0 {
+        return None;
+    }
+    let rec = log.record_at_sized(phy as u64, size as usize)?;
+    rocketstore_format::peek_store_timestamp(rec.bytes())
+}
