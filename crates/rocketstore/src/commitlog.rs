@@ -148,6 +148,7 @@ impl CommitLog {
                 sync: cfg.fsync_directory,
                 populate: cfg.populate_mapped_file,
                 warm,
+                prealloc: None,
             },
             allocator,
             pool,
@@ -333,7 +334,6 @@ impl CommitLog {
                 hdr.queue_offset = queue_offset;
                 hdr.physical_offset = phy as i64;
                 hdr.store_timestamp = store_ts;
-                hdr.store_host = store_host;
                 let body = m.body;
                 let p = props.get(m.props.clone()).unwrap_or(&[]);
                 let seal = m.prop_crc;
@@ -369,7 +369,7 @@ impl CommitLog {
                     queue_offset,
                     wrote_bytes: m.len as i32,
                     store_timestamp: store_ts,
-                    store_host,
+                    store_host: hdr.store_host,
                 });
             };
             match written {

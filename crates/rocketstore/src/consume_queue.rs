@@ -374,6 +374,7 @@ impl ConsumeQueue {
             sync: true,
             populate: false,
             warm: None,
+            prealloc: None,
         };
         let file = Arc::new(MappedFile::create(&path, from, self.file_size, &opts)?);
         if let Err(e) = self.files.push(Arc::clone(&file)) {

@@ -223,6 +223,8 @@ impl IndexFile {
         };
         let pos = usize::try_from(entry_position(self.slots, n))
             .map_err(|_| Error::corruption(self.file.path(), 0, CorruptionKind::BadLength))?;
+        self.file
+            .ensure_allocated(pos as u64 + INDEX_ENTRY_SIZE as u64)?;
         // Entry n is above the published count: no reader slices it yet (append-only region).
         self.file
             .region()
@@ -568,6 +570,10 @@ impl IndexService {
             sync: true,
             populate: false,
             warm: None,
+            // Header and slots are written anywhere: allocate them now; entries are appended,
+            // so their blocks are allocated ahead of the writer (RocketMQ leaves the whole file
+            // sparse, which risks SIGBUS on a full disk).
+            prealloc: Some(entry_position(self.slots, 0) + (1 << 20)),
         };
         for _ in 0..1000 {
             let path = self.dir.join(&name);

@@ -212,12 +212,27 @@ impl MmapRegion {
     /// Pre-faults every page for writing (`MADV_POPULATE_WRITE`), so the writer never takes a
     /// page fault on this mapping. Falls back to touching one byte per page when the kernel does
     /// not support the advice.
-    pub(crate) fn populate_write(&self) -> io::Result<()> {
-        match self.raw.advise(Advice::PopulateWrite) {
-            Ok(()) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(22) => self.touch_pages(0, self.len, |_| Ok(())),
-            Err(e) => Err(e),
+    ///
+    /// Works in 32 MiB steps and stops early when `stop()` returns true (a closing store does
+    /// not wait for a whole file to be pre-faulted).
+    pub(crate) fn populate_write(&self, stop: &dyn Fn() -> bool) -> io::Result<()> {
+        const STEP: usize = 32 << 20;
+        let mut at = 0;
+        while at < self.len {
+            if stop() {
+                return Ok(());
+            }
+            let len = STEP.min(self.len - at);
+            match self.raw.advise_range(Advice::PopulateWrite, at, len) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(22) => {
+                    self.touch_pages(at, at + len, |_| Ok(()))?
+                }
+                Err(e) => return Err(e),
+            }
+            at += len;
         }
+        Ok(())
     }
 
     /// Writes a zero byte at the start of every 4 KiB page in `[from, to)` (RocketMQ's

@@ -228,6 +228,7 @@ impl Store {
                     sync: config.fsync_directory,
                     populate: config.populate_mapped_file,
                     warm,
+                    prealloc: None,
                 },
                 Signal::new(),
                 Duration::from_millis(config.allocate_wait_timeout),
@@ -243,11 +244,12 @@ impl Store {
             Arc::clone(&commit_signal),
         )?);
         // Load order (spec §7.3): commit log, consume queues, checkpoint, index.
-        let cqs = Arc::new(ConsumeQueueStore::load(
-            root,
-            config.consume_queue_file_size(),
-            !read_only,
-        )?);
+        let cq_file_size = if read_only {
+            infer_cq_file_size(root).unwrap_or_else(|| config.consume_queue_file_size())
+        } else {
+            config.consume_queue_file_size()
+        };
+        let cqs = Arc::new(ConsumeQueueStore::load(root, cq_file_size, !read_only)?);
         let cp = checkpoint::read(root)?;
         let valid_cp = match &cp {
             Some(Ok(c)) => Some(*c),
@@ -700,8 +702,12 @@ impl Store {
             }
         };
         if !self.read_only {
-            // Wait for in-flight puts (they hold the put lock) and stop the writer.
+            // Wait for in-flight puts (they hold the put lock) and stop the writer; the allocator
+            // stops pre-faulting files nobody will use.
             self.log.release_writer();
+            if let Some(a) = &self.allocator {
+                a.begin_close();
+            }
             let mut services = std::mem::take(&mut *lock(&self.services));
             // Order: final commit, final flush, dispatch drained, consume queues and checkpoint
             // flushed; the allocator last (it deletes files that were never used).
@@ -1045,6 +1051,36 @@ impl Drop for Store {
     fn drop(&mut self) {
         let _ = self.close();
     }
+}
+
+/// The consume queue file size of an existing store (a foreign broker may use a non-default
+/// `mappedFileSizeConsumeQueue`): the size of the first non-empty file found, if it is a
+/// multiple of 20.
+fn infer_cq_file_size(root: &Path) -> Option<u64> {
+    let cq = root.join("consumequeue");
+    for topic in std::fs::read_dir(cq).ok()?.flatten() {
+        for queue in std::fs::read_dir(topic.path())
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in std::fs::read_dir(queue.path())
+                .ok()
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let Ok(meta) = std::fs::symlink_metadata(f.path()) else {
+                    continue;
+                };
+                if meta.is_file() && meta.len() > 0 && meta.len() % 20 == 0 {
+                    return Some(meta.len());
+                }
+            }
+        }
+    }
+    None
 }
 
 fn take_lock(root: &Path) -> Result<File> {

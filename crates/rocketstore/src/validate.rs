@@ -92,6 +92,12 @@ fn month_start_utc(ms: i64) -> i64 {
 }
 
 fn field_err(field: &'static str, index: Option<usize>, e: impl std::fmt::Display) -> Error {
+    // A FieldError's Display already names its field ("invalid topic: ..."); keep the reason.
+    let text = e.to_string();
+    let e = text
+        .strip_prefix("invalid ")
+        .and_then(|t| t.split_once(": "))
+        .map_or(text.as_str(), |(_, r)| r);
     match index {
         Some(i) => Error::invalid(field, format!("message {i}: {e}")),
         None => Error::invalid(field, e.to_string()),
@@ -140,8 +146,12 @@ pub(crate) fn prepare<'a>(
     let delayed = m.delay_level > 0
         && (tx == rocketstore_format::sysflag::TRANSACTION_NOT_TYPE
             || tx == rocketstore_format::sysflag::TRANSACTION_COMMIT_TYPE);
-    let max_level = cfg.delay_levels().len() as i32;
-    let level = m.delay_level.min(max_level);
+    // The level table is parsed only for delayed messages.
+    let level = if delayed {
+        m.delay_level.min(cfg.delay_levels().len() as i32)
+    } else {
+        0
+    };
     if m.body.len() as u64 > cfg.max_message_size {
         return Err(Error::MessageTooLarge {
             field: "body",

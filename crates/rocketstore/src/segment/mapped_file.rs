@@ -12,7 +12,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -34,7 +34,14 @@ pub(crate) struct CreateOptions {
     pub(crate) populate: bool,
     /// RocketMQ warm-up: touch every page then mlock; `Some(n)` forces every n pages (SYNC_FLUSH).
     pub(crate) warm: Option<Option<usize>>,
+    /// Bytes to allocate with `fallocate` at creation; `None` allocates the whole file. Files
+    /// created with less (index files, mostly empty for a long time) must call
+    /// [`MappedFile::ensure_allocated`] before writing further.
+    pub(crate) prealloc: Option<u64>,
 }
+
+/// Granularity of incremental preallocation.
+const ALLOC_STEP: u64 = 1 << 20;
 
 /// A transient write buffer borrowed from the pool.
 #[derive(Debug)]
@@ -64,6 +71,8 @@ pub(crate) struct MappedFile {
     last_store_timestamp: AtomicI64,
     locked: AtomicBool,
     removed: AtomicBool,
+    /// Bytes known to have real blocks (see `CreateOptions::prealloc`).
+    allocated: AtomicU64,
 }
 
 impl MappedFile {
@@ -82,7 +91,18 @@ impl MappedFile {
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;
         let made = (|| -> Result<Self> {
-            preallocate(&file, path, size as u64)?;
+            let allocated = match opts.prealloc {
+                Some(n) if n < size as u64 => {
+                    file.set_len(size as u64)
+                        .map_err(|e| Error::io("set_len", path, e))?;
+                    allocate_range(&file, path, 0, n)?;
+                    n
+                }
+                _ => {
+                    preallocate(&file, path, size as u64)?;
+                    size as u64
+                }
+            };
             if opts.sync {
                 fail::fail_point!(fp::CREATE_FSYNC, |arg| Err(fp::injected(
                     "fsync", path, arg
@@ -99,6 +119,7 @@ impl MappedFile {
                 size,
                 true,
             )?;
+            mf.allocated.store(allocated, Ordering::Release);
             mf.set_positions(0);
             if let Some(warm) = opts.warm {
                 mf.warm(warm)?;
@@ -141,6 +162,7 @@ impl MappedFile {
             last_store_timestamp: AtomicI64::new(0),
             locked: AtomicBool::new(false),
             removed: AtomicBool::new(false),
+            allocated: AtomicU64::new(0),
         })
     }
 
@@ -457,11 +479,24 @@ impl MappedFile {
         Ok(())
     }
 
+    /// Makes sure `[0, upto)` has real blocks (fallocate in 1 MiB steps ahead), so writing
+    /// through the mapping cannot fault on a full disk. Only the single writer calls it.
+    pub(crate) fn ensure_allocated(&self, upto: u64) -> Result<()> {
+        let have = self.allocated.load(Ordering::Acquire);
+        if upto <= have {
+            return Ok(());
+        }
+        let end = (upto.div_ceil(ALLOC_STEP) * ALLOC_STEP).min(self.size as u64);
+        allocate_range(&self.file, &self.path, have, end - have)?;
+        self.allocated.store(end, Ordering::Release);
+        Ok(())
+    }
+
     /// Pre-faults every page for writing (`MADV_POPULATE_WRITE`). Runs in the allocate service
     /// after the file was handed out: faulting pages in never changes their bytes, so it may run
     /// while the writer appends. Best effort: a failure only costs page faults later.
-    pub(crate) fn populate(&self) {
-        let _ = self.region.populate_write();
+    pub(crate) fn populate(&self, stop: &dyn Fn() -> bool) {
+        let _ = self.region.populate_write(stop);
     }
 
     /// Undoes `warm`'s `mlock` (when the file is full).
@@ -498,6 +533,23 @@ impl MappedFile {
     #[allow(dead_code, reason = "used by expired-file cleanup")]
     pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
         self.file.metadata().ok()?.modified().ok()
+    }
+}
+
+/// Allocates real blocks for `[offset, offset + len)` without changing the file size.
+fn allocate_range(file: &File, path: &Path, offset: u64, len: u64) -> Result<()> {
+    fail::fail_point!(fp::CREATE_FALLOCATE, |arg| Err(fp::injected(
+        "fallocate",
+        path,
+        arg
+    )));
+    if len == 0 {
+        return Ok(());
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, offset, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => Ok(()),
+        Err(e) => Err(Error::io("fallocate", path, e.into())),
     }
 }
 

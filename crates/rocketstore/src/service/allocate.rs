@@ -174,7 +174,7 @@ impl Allocator {
             drop(st);
             // Hand the file out first, then pre-fault it while the writer may already use it.
             if let Some(f) = populate {
-                f.populate();
+                f.populate(&|| lock(&self.state).closed);
             }
         }
     }
@@ -182,6 +182,12 @@ impl Allocator {
     /// Files created by the service so far.
     pub(crate) fn created(&self) -> u64 {
         lock(&self.state).created
+    }
+
+    /// Refuses new requests and stops a pre-fault in progress (the store is closing).
+    pub(crate) fn begin_close(&self) {
+        lock(&self.state).closed = true;
+        self.done.notify_all();
     }
 
     /// Refuses new requests and deletes files that were created but never taken.

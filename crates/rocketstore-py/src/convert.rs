@@ -1,0 +1,761 @@
+//! Conversions between Python values and the engine's message types.
+//!
+//! Input: Python arguments → [`OwnedMessage`] (owned, usable while detached from the
+//! interpreter) → borrowed [`PutMessage`]s for the engine. Output: [`PutResult`] and
+//! [`Message`] pyclasses.
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyUnicodeError;
+use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
+use rocketstore::{HostAddr, PutMessage, StoredMessage};
+
+use crate::error::{invalid_message, type_error};
+
+/// Where an argument came from, for error messages: a `put` argument (no index) or the key of
+/// message `index` of a `put_batch` list.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct At {
+    pub(crate) index: Option<usize>,
+}
+
+/// A message body: borrowed from an immutable `bytes` object, or copied (a `bytearray` or
+/// `memoryview` may change while the interpreter is released, so it is copied first).
+#[derive(Debug)]
+pub(crate) enum Body {
+    Py(PyBackedBytes),
+    Owned(Vec<u8>),
+}
+
+impl Body {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Body::Py(b) => b,
+            Body::Owned(v) => v,
+        }
+    }
+}
+
+/// One message's arguments, converted and owned.
+#[derive(Debug)]
+pub(crate) struct OwnedMessage {
+    pub(crate) topic: PyBackedStr,
+    pub(crate) body: Body,
+    pub(crate) queue_id: i32,
+    pub(crate) tags: Option<PyBackedStr>,
+    pub(crate) keys: Vec<PyBackedStr>,
+    pub(crate) properties: Vec<(PyBackedStr, PyBackedStr)>,
+    pub(crate) flag: i32,
+    pub(crate) born_timestamp: Option<i64>,
+    pub(crate) born_host: Option<HostAddr>,
+    pub(crate) store_host: Option<HostAddr>,
+}
+
+/// Python's `repr()` of a string (quotes and escapes as Python prints them).
+pub(crate) fn py_repr(py: Python<'_>, s: &str) -> PyResult<String> {
+    Ok(PyString::new(py, s).repr()?.to_cow()?.into_owned())
+}
+
+/// The names `put` accepts as keywords, which are also the keys of a `put_batch` dict.
+pub(crate) const PUT_FIELDS: [&str; 10] = [
+    "topic",
+    "body",
+    "queue_id",
+    "tags",
+    "keys",
+    "properties",
+    "flag",
+    "born_timestamp",
+    "born_host",
+    "store_host",
+];
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |n| n.to_string())
+}
+
+/// A `str` argument (never `None`).
+pub(crate) fn extract_str(
+    obj: &Bound<'_, PyAny>,
+    field: &'static str,
+    at: At,
+) -> PyResult<PyBackedStr> {
+    let Ok(s) = obj.cast::<PyString>() else {
+        return Err(type_error(
+            field,
+            at.index,
+            format_args!("must be str, not {}", type_name(obj)),
+        ));
+    };
+    match PyBackedStr::try_from(s.clone()) {
+        Ok(b) => Ok(b),
+        Err(e) if e.is_instance_of::<PyUnicodeError>(obj.py()) => Err(invalid_message(
+            field,
+            at.index,
+            "is not valid Unicode (it contains a lone surrogate and cannot be encoded as UTF-8)",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// An optional `str` argument: `None` means absent.
+fn extract_opt_str(
+    obj: Option<&Bound<'_, PyAny>>,
+    field: &'static str,
+    at: At,
+) -> PyResult<Option<PyBackedStr>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => extract_str(o, field, at).map(Some),
+    }
+}
+
+/// A body: bytes (borrowed), bytearray or any 1-byte-item buffer such as memoryview (copied).
+pub(crate) fn extract_body(obj: &Bound<'_, PyAny>, at: At) -> PyResult<Body> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Body::Py(PyBackedBytes::from(b.clone())));
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return Ok(Body::Py(PyBackedBytes::from(b.clone())));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(type_error(
+            "body",
+            at.index,
+            "must be bytes-like (bytes, bytearray or memoryview), not str; encode it first, e.g. \
+             body.encode()",
+        ));
+    }
+    if obj.is_none() {
+        return Err(type_error(
+            "body",
+            at.index,
+            "must be bytes-like (bytes, bytearray or memoryview), not None",
+        ));
+    }
+    match PyBuffer::<u8>::get(obj) {
+        Ok(buf) => {
+            let v = buf.to_vec(obj.py())?;
+            drop(buf);
+            Ok(Body::Owned(v))
+        }
+        Err(_) => Err(type_error(
+            "body",
+            at.index,
+            format_args!(
+                "must be bytes-like (bytes, bytearray, or a memoryview of bytes), not {}",
+                type_name(obj)
+            ),
+        )),
+    }
+}
+
+/// A Python int (or an object with `__index__`, like numpy integers) as i64, exactly as `put`'s
+/// keyword arguments convert them; values outside the 64-bit range are `InvalidMessageError`s.
+fn extract_i64(obj: &Bound<'_, PyAny>, field: &'static str, at: At) -> PyResult<i64> {
+    match obj.extract::<i64>() {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => Err(
+            invalid_message(field, at.index, "is outside the 64-bit integer range"),
+        ),
+        Err(_) => Err(type_error(
+            field,
+            at.index,
+            format_args!("must be int, not {}", type_name(obj)),
+        )),
+    }
+}
+
+/// An int argument that must fit in an i32 (queue_id, flag).
+pub(crate) fn to_i32(v: i64, field: &'static str, at: At) -> PyResult<i32> {
+    i32::try_from(v).map_err(|_| {
+        invalid_message(
+            field,
+            at.index,
+            format_args!("{v} is outside the 32-bit integer range"),
+        )
+    })
+}
+
+fn extract_i32(obj: &Bound<'_, PyAny>, field: &'static str, at: At) -> PyResult<i32> {
+    to_i32(extract_i64(obj, field, at)?, field, at)
+}
+
+/// `"ip:port"` or `"[v6]:port"`.
+pub(crate) fn parse_host(s: &str, field: &'static str, at: At) -> PyResult<HostAddr> {
+    s.parse::<HostAddr>().map_err(|e| {
+        invalid_message(
+            field,
+            at.index,
+            format_args!("{s:?} is not \"ip:port\" or \"[ipv6]:port\": {e}"),
+        )
+    })
+}
+
+fn extract_host(
+    obj: Option<&Bound<'_, PyAny>>,
+    field: &'static str,
+    at: At,
+) -> PyResult<Option<HostAddr>> {
+    match extract_opt_str(obj, field, at)? {
+        None => Ok(None),
+        Some(s) => parse_host(&s, field, at).map(Some),
+    }
+}
+
+/// `keys`: `None`, one `str`, or a list/tuple of `str`.
+fn extract_keys(obj: Option<&Bound<'_, PyAny>>, at: At) -> PyResult<Vec<PyBackedStr>> {
+    let Some(obj) = obj else {
+        return Ok(Vec::new());
+    };
+    if obj.is_none() {
+        return Ok(Vec::new());
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Ok(vec![extract_str(obj, "keys", at)?]);
+    }
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = obj.cast::<PyList>() {
+        l.iter().collect()
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        return Err(type_error(
+            "keys",
+            at.index,
+            format_args!(
+                "must be a str or a list/tuple of str, not {}",
+                type_name(obj)
+            ),
+        ));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in &items {
+        if !item.is_instance_of::<PyString>() {
+            return Err(type_error(
+                "keys",
+                at.index,
+                format_args!(
+                    "must be a str or a list/tuple of str; found an item of type {}",
+                    type_name(item)
+                ),
+            ));
+        }
+        out.push(extract_str(item, "keys", at)?);
+    }
+    Ok(out)
+}
+
+/// `properties`: `None` or a `Mapping[str, str]`, in iteration order.
+fn extract_properties(
+    obj: Option<&Bound<'_, PyAny>>,
+    at: At,
+) -> PyResult<Vec<(PyBackedStr, PyBackedStr)>> {
+    let Some(obj) = obj else {
+        return Ok(Vec::new());
+    };
+    if obj.is_none() {
+        return Ok(Vec::new());
+    }
+    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = if let Ok(d) = obj.cast::<PyDict>() {
+        d.iter().collect()
+    } else if let Ok(m) = obj.cast::<PyMapping>() {
+        let mut v = Vec::new();
+        for item in m.items()?.iter() {
+            let (k, val): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            v.push((k, val));
+        }
+        v
+    } else {
+        return Err(type_error(
+            "properties",
+            at.index,
+            format_args!(
+                "must be a mapping of str to str (e.g. a dict), not {}",
+                type_name(obj)
+            ),
+        ));
+    };
+    let mut out = Vec::with_capacity(pairs.len());
+    for (k, v) in &pairs {
+        if !k.is_instance_of::<PyString>() || !v.is_instance_of::<PyString>() {
+            return Err(type_error(
+                "properties",
+                at.index,
+                format_args!(
+                    "must map str to str; found a {} key with a {} value",
+                    type_name(k),
+                    type_name(v)
+                ),
+            ));
+        }
+        out.push((
+            extract_str(k, "properties", at)?,
+            extract_str(v, "properties", at)?,
+        ));
+    }
+    Ok(out)
+}
+
+/// The arguments of `put` (or one dict of `put_batch`), as Python objects.
+#[derive(Debug, Default)]
+pub(crate) struct PutArgs<'a, 'py> {
+    pub(crate) topic: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) body: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) queue_id: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) tags: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) keys: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) properties: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) flag: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) born_timestamp: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) born_host: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) store_host: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl PutArgs<'_, '_> {
+    /// Converts and checks the Python types; the values are checked by the engine.
+    pub(crate) fn convert(&self, at: At) -> PyResult<OwnedMessage> {
+        let topic = match self.topic {
+            Some(t) => extract_str(t, "topic", at)?,
+            None => {
+                return Err(invalid_message(
+                    "topic",
+                    at.index,
+                    "is required (missing key 'topic')",
+                ))
+            }
+        };
+        let body = match self.body {
+            Some(b) => extract_body(b, at)?,
+            None => {
+                return Err(invalid_message(
+                    "body",
+                    at.index,
+                    "is required (missing key 'body')",
+                ))
+            }
+        };
+        // `None` is not a default here: only leaving the argument out is.
+        let queue_id = self
+            .queue_id
+            .map_or(Ok(0), |q| extract_i32(q, "queue_id", at))?;
+        let flag = self.flag.map_or(Ok(0), |f| extract_i32(f, "flag", at))?;
+        let born_timestamp = match self.born_timestamp {
+            Some(t) if !t.is_none() => Some(extract_i64(t, "born_timestamp", at)?),
+            _ => None,
+        };
+        Ok(OwnedMessage {
+            topic,
+            body,
+            queue_id,
+            tags: extract_opt_str(self.tags, "tags", at)?,
+            keys: extract_keys(self.keys, at)?,
+            properties: extract_properties(self.properties, at)?,
+            flag,
+            born_timestamp,
+            born_host: extract_host(self.born_host, "born_host", at)?,
+            store_host: extract_host(self.store_host, "store_host", at)?,
+        })
+    }
+}
+
+/// Converts one dict of `put_batch` (message `index`).
+pub(crate) fn message_from_mapping(obj: &Bound<'_, PyAny>, index: usize) -> PyResult<OwnedMessage> {
+    let at = At { index: Some(index) };
+    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = if let Ok(d) = obj.cast::<PyDict>() {
+        d.iter().collect()
+    } else if let Ok(m) = obj.cast::<PyMapping>() {
+        let mut v = Vec::new();
+        for item in m.items()?.iter() {
+            v.push(item.extract()?);
+        }
+        v
+    } else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "message {index} must be a dict of put() arguments (topic, body, queue_id, ...), not {}",
+            type_name(obj)
+        )));
+    };
+    let mut args = PutArgs::default();
+    for (k, v) in &pairs {
+        let Ok(key) = k.cast::<PyString>() else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "message {index}: keys must be str (put() argument names), not {}",
+                type_name(k)
+            )));
+        };
+        let key = key.to_cow()?;
+        let slot = match key.as_ref() {
+            "topic" => &mut args.topic,
+            "body" => &mut args.body,
+            "queue_id" => &mut args.queue_id,
+            "tags" => &mut args.tags,
+            "keys" => &mut args.keys,
+            "properties" => &mut args.properties,
+            "flag" => &mut args.flag,
+            "born_timestamp" => &mut args.born_timestamp,
+            "born_host" => &mut args.born_host,
+            "store_host" => &mut args.store_host,
+            other => {
+                return Err(crate::error::invalid_message_field(
+                    other,
+                    format!(
+                    "invalid message: message {index}: unknown key {other:?} (expected one of: {})",
+                    PUT_FIELDS.join(", ")
+                ),
+                ))
+            }
+        };
+        *slot = Some(v);
+    }
+    // Required keys must not be None.
+    for (name, v) in [("topic", args.topic), ("body", args.body)] {
+        if let Some(v) = v {
+            if v.is_none() {
+                return Err(type_error(name, at.index, "must not be None"));
+            }
+        }
+    }
+    args.convert(at)
+}
+
+/// The borrowed views of a batch of owned messages, as the engine takes them.
+///
+/// Built in two steps because `PutMessage` borrows its key and property slices: first the flat
+/// `keys`/`props` vectors, then the messages slicing them.
+#[derive(Debug, Default)]
+pub(crate) struct Views<'a> {
+    keys: Vec<&'a str>,
+    props: Vec<(&'a str, &'a str)>,
+    ranges: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl<'a> Views<'a> {
+    pub(crate) fn new(msgs: &'a [OwnedMessage]) -> Self {
+        let mut v = Views {
+            keys: Vec::with_capacity(msgs.iter().map(|m| m.keys.len()).sum()),
+            props: Vec::with_capacity(msgs.iter().map(|m| m.properties.len()).sum()),
+            ranges: Vec::with_capacity(msgs.len()),
+        };
+        for m in msgs {
+            let k0 = v.keys.len();
+            v.keys.extend(m.keys.iter().map(|k| &**k));
+            let p0 = v.props.len();
+            v.props
+                .extend(m.properties.iter().map(|(k, val)| (&**k, &**val)));
+            v.ranges.push((k0..v.keys.len(), p0..v.props.len()));
+        }
+        v
+    }
+
+    pub(crate) fn messages<'b>(&'b self, msgs: &'a [OwnedMessage]) -> Vec<PutMessage<'b>>
+    where
+        'a: 'b,
+    {
+        msgs.iter()
+            .zip(&self.ranges)
+            .map(|(m, (kr, pr))| PutMessage {
+                topic: &m.topic,
+                body: m.body.as_slice(),
+                queue_id: m.queue_id,
+                tags: m.tags.as_deref(),
+                keys: self.keys.get(kr.clone()).unwrap_or_default(),
+                properties: self.props.get(pr.clone()).unwrap_or_default(),
+                flag: m.flag,
+                born_timestamp: m.born_timestamp,
+                born_host: m.born_host,
+                store_host: m.store_host,
+                ..PutMessage::default()
+            })
+            .collect()
+    }
+}
+
+/// The result of putting one message (RocketMQ `PutMessageResult` + `AppendMessageResult`).
+///
+/// ``status`` is RocketMQ's ``PutMessageStatus`` name: ``"PUT_OK"``, or for example
+/// ``"FLUSH_DISK_TIMEOUT"`` (written, but the synchronous flush did not finish in time).
+///
+/// Example:
+///
+/// ```python
+/// r = store.put("TopicTest", b"hello")
+/// assert r.status == "PUT_OK" and r.ok
+/// msg = store.look_message_by_offset(r.commitlog_offset)
+/// ```
+#[pyclass(module = "rocketstore._native", frozen, eq, hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PutResult {
+    /// RocketMQ's PutMessageStatus name, e.g. "PUT_OK" or "FLUSH_DISK_TIMEOUT".
+    #[pyo3(get)]
+    pub(crate) status: &'static str,
+    /// The offset message id: store host + commit log offset, 32 (IPv4) or 56 (IPv6) hex digits.
+    #[pyo3(get)]
+    pub(crate) msg_id: String,
+    /// Absolute commit log offset of the record (-1 if it was not written).
+    #[pyo3(get)]
+    pub(crate) commitlog_offset: i64,
+    /// Offset of the message in its (topic, queue_id) consume queue (-1 if not written).
+    #[pyo3(get)]
+    pub(crate) queue_offset: i64,
+    /// Size of the record in bytes.
+    #[pyo3(get)]
+    pub(crate) wrote_bytes: i32,
+    /// STORETIMESTAMP written into the record (epoch milliseconds).
+    #[pyo3(get)]
+    pub(crate) store_timestamp: i64,
+}
+
+impl PutResult {
+    pub(crate) fn from_engine(r: &rocketstore::PutResult) -> Self {
+        PutResult {
+            status: r.status.as_str(),
+            msg_id: r.msg_id(),
+            commitlog_offset: r.commitlog_offset,
+            queue_offset: r.queue_offset,
+            wrote_bytes: r.wrote_bytes,
+            store_timestamp: r.store_timestamp,
+        }
+    }
+}
+
+#[pymethods]
+impl PutResult {
+    /// True if ``status == "PUT_OK"`` (written and, under SYNC_FLUSH, flushed).
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// r = store.put("TopicTest", b"x")
+    /// if not r.ok:
+    ///     log.warning("put returned %s", r.status)
+    /// ```
+    #[getter]
+    fn ok(&self) -> bool {
+        self.status == "PUT_OK"
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "PutResult(status={}, msg_id={}, commitlog_offset={}, queue_offset={}, wrote_bytes={}, \
+             store_timestamp={})",
+            py_repr(py, self.status)?,
+            py_repr(py, &self.msg_id)?,
+            self.commitlog_offset,
+            self.queue_offset,
+            self.wrote_bytes,
+            self.store_timestamp
+        ))
+    }
+}
+
+/// A message read back from the commit log (RocketMQ ``MessageExt``).
+///
+/// Timestamps are epoch milliseconds, hosts are ``"ip:port"`` strings, ``properties`` holds
+/// every stored property (including ``TAGS``, ``KEYS`` and ``UNIQ_KEY``), and ``tags``,
+/// ``keys`` and ``uniq_key`` are those properties decoded. Messages compare equal when every
+/// stored field is equal.
+///
+/// Example:
+///
+/// ```python
+/// r = store.put("TopicTest", b"hello", tags="TagA", keys=["order-1"])
+/// m = store.look_message_by_offset(r.commitlog_offset)
+/// assert (m.topic, m.body, m.tags, m.keys) == ("TopicTest", b"hello", "TagA", ["order-1"])
+/// assert m.msg_id == r.msg_id
+/// ```
+#[pyclass(module = "rocketstore._native", frozen)]
+#[derive(Debug)]
+pub(crate) struct Message {
+    /// The decoded record; its `body` was moved into `body` below.
+    m: StoredMessage,
+    body: Py<PyBytes>,
+}
+
+impl Message {
+    pub(crate) fn from_stored(py: Python<'_>, mut m: StoredMessage) -> Message {
+        let body = PyBytes::new(py, &m.body).unbind();
+        m.body = Vec::new();
+        Message { m, body }
+    }
+}
+
+#[pymethods]
+impl Message {
+    /// Topic name.
+    #[getter]
+    fn topic(&self) -> &str {
+        &self.m.topic
+    }
+
+    /// Queue id.
+    #[getter]
+    fn queue_id(&self) -> i32 {
+        self.m.queue_id
+    }
+
+    /// Offset of the message in its (topic, queue_id) consume queue.
+    #[getter]
+    fn queue_offset(&self) -> i64 {
+        self.m.queue_offset
+    }
+
+    /// Absolute commit log offset of the record (PHYSICALOFFSET).
+    #[getter]
+    fn commitlog_offset(&self) -> i64 {
+        self.m.commitlog_offset
+    }
+
+    /// Record size in bytes (TOTALSIZE).
+    #[getter]
+    fn store_size(&self) -> i32 {
+        self.m.store_size
+    }
+
+    /// The body (bytes).
+    #[getter]
+    fn body(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.body.clone_ref(py)
+    }
+
+    /// BODYCRC as stored (RocketMQ's CRC-32 of the body, masked with 0x7FFFFFFF).
+    #[getter]
+    fn body_crc(&self) -> i32 {
+        self.m.body_crc
+    }
+
+    /// Producer flag.
+    #[getter]
+    fn flag(&self) -> i32 {
+        self.m.flag
+    }
+
+    /// SYSFLAG bits (transaction type, host address widths, ...).
+    #[getter]
+    fn sys_flag(&self) -> i32 {
+        self.m.sys_flag
+    }
+
+    /// The TAGS property, or None.
+    #[getter]
+    fn tags(&self) -> Option<&str> {
+        self.m.tags()
+    }
+
+    /// The KEYS property split on spaces (an empty list if there is none).
+    #[getter]
+    fn keys(&self) -> Vec<&str> {
+        self.m.keys()
+    }
+
+    /// Every stored property, in stored order (a new dict on each access).
+    #[getter]
+    fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.m.properties.iter() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// BORNTIMESTAMP: when the producer created the message, epoch milliseconds.
+    #[getter]
+    fn born_timestamp(&self) -> i64 {
+        self.m.born_timestamp
+    }
+
+    /// BORNHOST as "ip:port" (or `"[ipv6]:port"`).
+    #[getter]
+    fn born_host(&self) -> String {
+        self.m.born_host.to_string()
+    }
+
+    /// STORETIMESTAMP: when the store wrote the message, epoch milliseconds.
+    #[getter]
+    fn store_timestamp(&self) -> i64 {
+        self.m.store_timestamp
+    }
+
+    /// STOREHOST as "ip:port" (or `"[ipv6]:port"`).
+    #[getter]
+    fn store_host(&self) -> String {
+        self.m.store_host.to_string()
+    }
+
+    /// RECONSUMETIMES.
+    #[getter]
+    fn reconsume_times(&self) -> i32 {
+        self.m.reconsume_times
+    }
+
+    /// PREPARED TRANSACTION OFFSET.
+    #[getter]
+    fn prepared_transaction_offset(&self) -> i64 {
+        self.m.prepared_transaction_offset
+    }
+
+    /// The offset message id: store host + commit log offset as uppercase hex.
+    #[getter]
+    fn msg_id(&self) -> String {
+        self.m.msg_id()
+    }
+
+    /// The UNIQ_KEY property (the producer's message id), or None.
+    #[getter]
+    fn uniq_key(&self) -> Option<&str> {
+        self.m.uniq_key()
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> Py<PyAny> {
+        match other.cast::<Message>() {
+            Ok(o) => {
+                let o = o.get();
+                let same =
+                    self.m == o.m && self.body.bind(py).as_bytes() == o.body.bind(py).as_bytes();
+                PyBool::new(py, same).to_owned().into_any().unbind()
+            }
+            Err(_) => py.NotImplemented(),
+        }
+    }
+
+    fn __hash__(&self) -> isize {
+        // Consistent with __eq__: equal messages have equal topics and commit log offsets.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self
+            .m
+            .topic
+            .bytes()
+            .chain(self.m.commitlog_offset.to_le_bytes())
+        {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        (h >> 1) as isize
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let body = self.body.bind(py).as_bytes();
+        let shown = PyBytes::new(py, body.get(..32).unwrap_or(body)).repr()?;
+        let more = if body.len() > 32 {
+            format!("...({} bytes)", body.len())
+        } else {
+            String::new()
+        };
+        Ok(format!(
+            "Message(topic={}, queue_id={}, queue_offset={}, commitlog_offset={}, body={shown}{more}, \
+             tags={}, keys={}, msg_id={})",
+            py_repr(py, &self.m.topic)?,
+            self.m.queue_id,
+            self.m.queue_offset,
+            self.m.commitlog_offset,
+            match self.m.tags() {
+                Some(t) => py_repr(py, t)?,
+                None => "None".to_string(),
+            },
+            PyList::new(py, self.m.keys())?.repr()?,
+            py_repr(py, &self.m.msg_id())?,
+        ))
+    }
+}
