@@ -259,9 +259,14 @@ impl Store {
             let slots = u32::try_from(config.max_hash_slot_num).unwrap_or(u32::MAX);
             let entries = u32::try_from(config.max_index_num).unwrap_or(u32::MAX);
             let index_ts = valid_cp.as_ref().map_or(0, |c| c.index_msg_timestamp);
-            Some(Arc::new(IndexService::load(
-                root, slots, entries, !read_only, !abnormal, index_ts,
-            )?))
+            match IndexService::load(root, slots, entries, !read_only, !abnormal, index_ts) {
+                Ok(i) => Some(Arc::new(i)),
+                // A foreign store whose index geometry differs from the configuration still
+                // opens read-only; key queries are then unavailable (pass max_hash_slot_num and
+                // max_index_num to use them).
+                Err(Error::UnsupportedFormat { .. }) if read_only => None,
+                Err(e) => return Err(e),
+            }
         } else {
             None
         };
