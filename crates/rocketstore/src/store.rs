@@ -782,6 +782,19 @@ impl Store {
     ) -> Result<GetResult> {
         self.check_readable()?;
         let sub = Subscription::parse(subscription);
+        Ok(self.read_queue(topic, queue_id, offset, max_messages, max_total_bytes, &sub))
+    }
+
+    /// One `getMessage` over the queue, counted in the statistics.
+    fn read_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_messages: usize,
+        max_total_bytes: Option<u64>,
+        sub: &Subscription,
+    ) -> GetResult {
         let r = read::get_message(
             &self.log,
             &self.cqs,
@@ -791,10 +804,10 @@ impl Store {
             offset,
             max_messages,
             max_total_bytes,
-            &sub,
+            sub,
         );
         self.stats.record_get(topic, &r);
-        Ok(r)
+        r
     }
 
     /// Long polling: like [`Store::get_message`], but when nothing matching is there yet it
@@ -822,22 +835,9 @@ impl Store {
         let mut offset = offset;
         loop {
             let seen = reg.signal.seq();
-            let r = read::get_message(
-                &self.log,
-                &self.cqs,
-                &self.limits,
-                topic,
-                queue_id,
-                offset,
-                max_messages,
-                max_total_bytes,
-                &sub,
-            );
+            let r = self.read_queue(topic, queue_id, offset, max_messages, max_total_bytes, &sub);
             let wait = match r.status {
-                GetStatus::Found => {
-                    self.stats.record_get(topic, &r);
-                    return Ok(r);
-                }
+                GetStatus::Found => return Ok(r),
                 GetStatus::NoMatchedMessage if r.next_begin_offset > offset => {
                     offset = r.next_begin_offset;
                     continue;
