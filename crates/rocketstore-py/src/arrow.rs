@@ -162,16 +162,7 @@ impl BinaryCol {
             return Ok(None);
         }
         let bad = || malformed("binary column offsets are out of bounds or decreasing");
-        let lo = read_i64(&self.offsets, i)
-            .ok_or_else(bad)?
-            .checked_sub(self.base)
-            .ok_or_else(bad)?;
-        let hi = read_i64(&self.offsets, i + 1)
-            .ok_or_else(bad)?
-            .checked_sub(self.base)
-            .ok_or_else(bad)?;
-        let lo = usize::try_from(lo).map_err(|_| bad())?;
-        let hi = usize::try_from(hi).map_err(|_| bad())?;
+        let (lo, hi) = offset_pair(&self.offsets, self.base, i).ok_or_else(bad)?;
         self.data.get(lo..hi).map(Some).ok_or_else(bad)
     }
 
@@ -292,16 +283,7 @@ impl NestedCol {
             return Ok(None);
         }
         let bad = || malformed("list/map column offsets are out of bounds or decreasing");
-        let lo = read_i64(&self.offsets, i)
-            .ok_or_else(bad)?
-            .checked_sub(self.base)
-            .ok_or_else(bad)?;
-        let hi = read_i64(&self.offsets, i + 1)
-            .ok_or_else(bad)?
-            .checked_sub(self.base)
-            .ok_or_else(bad)?;
-        let lo = usize::try_from(lo).map_err(|_| bad())?;
-        let hi = usize::try_from(hi).map_err(|_| bad())?;
+        let (lo, hi) = offset_pair(&self.offsets, self.base, i).ok_or_else(bad)?;
         if lo > hi || hi > self.first.len {
             return Err(bad());
         }
@@ -764,4 +746,12 @@ pub(crate) fn put_columns<'py>(
             PyBytes::new(py, &o.store_timestamp).into_any(),
         ],
     )
+}
+
+/// Row `i`'s `[lo, hi)` from an int64 offsets buffer rebased by `base` (the array offset's
+/// first value); `None` if either offset is missing, below `base` or not addressable.
+fn offset_pair(offsets: &[u8], base: i64, i: usize) -> Option<(usize, usize)> {
+    let lo = usize::try_from(read_i64(offsets, i)?.checked_sub(base)?).ok()?;
+    let hi = usize::try_from(read_i64(offsets, i + 1)?.checked_sub(base)?).ok()?;
+    Some((lo, hi))
 }

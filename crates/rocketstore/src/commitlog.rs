@@ -69,6 +69,28 @@ impl RecordRef {
     pub(crate) fn offset(&self) -> u64 {
         self.file.from() + self.pos as u64
     }
+
+    /// Decodes the record into an owned message. A blank record or bytes that are not a valid
+    /// record at this offset are a `Corruption` error naming the file.
+    pub(crate) fn decode(&self) -> Result<crate::message::StoredMessage> {
+        let opts = DecodeOptions {
+            expected_physical_offset: Some(self.offset() as i64),
+            ..DecodeOptions::default()
+        };
+        match decode_record(self.bytes(), &opts) {
+            Ok(Decoded::Message(v)) => Ok(crate::message::StoredMessage::from_view(&v)),
+            Ok(Decoded::Blank { .. }) => Err(Error::corruption(
+                self.file.path(),
+                self.offset(),
+                CorruptionKind::Invalid("blank record".into()),
+            )),
+            Err(e) => Err(Error::corruption(
+                self.file.path(),
+                self.offset(),
+                CorruptionKind::Invalid(e.to_string()),
+            )),
+        }
+    }
 }
 
 /// Outcome of scanning the commit log for its end of valid data.

@@ -1,8 +1,6 @@
 //! The read path (RocketMQ `DefaultMessageStore.getMessage`, `queryMessage`,
 //! `getOffsetInQueueByTime`, ...), as functions over the store's components.
 
-use rocketstore_format::{decode_record, DecodeOptions, Decoded};
-
 use crate::commitlog::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
@@ -51,17 +49,6 @@ fn physical_memory() -> u64 {
                 })
         })
         .unwrap_or(24 << 30)
-}
-
-fn decode(bytes: &[u8], offset: u64) -> Option<StoredMessage> {
-    let opts = DecodeOptions {
-        expected_physical_offset: Some(offset as i64),
-        ..DecodeOptions::default()
-    };
-    match decode_record(bytes, &opts) {
-        Ok(Decoded::Message(v)) => Some(StoredMessage::from_view(&v)),
-        _ => None,
-    }
 }
 
 /// RocketMQ `isTheBatchFull`.
@@ -184,7 +171,7 @@ pub(crate) fn get_message(
             next_phy_file_start = (phy + file_size - phy % file_size) as i64;
             continue;
         };
-        let Some(msg) = decode(record.bytes(), record.offset()) else {
+        let Some(msg) = record.decode().ok() else {
             if messages.is_empty() {
                 status = GetStatus::MessageWasRemoving;
             }
@@ -240,7 +227,7 @@ pub(crate) fn query_message(
             let Some(rec) = (phy >= 0).then(|| log.record_at(phy as u64)).flatten() else {
                 continue;
             };
-            let Some(m) = decode(rec.bytes(), rec.offset()) else {
+            let Some(m) = rec.decode().ok() else {
                 continue;
             };
             first_ts.get_or_insert(m.store_timestamp);

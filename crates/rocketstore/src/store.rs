@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rocketstore_format::{decode_record, Checkpoint, DecodeOptions, Decoded};
+use rocketstore_format::{Checkpoint, DecodeOptions};
 
 use crate::checkpoint;
 use crate::commitlog::{CommitLog, RecordRef};
@@ -509,31 +509,12 @@ impl Store {
     /// [`Error::OffsetOutOfRange`] outside `[min, max)`; [`Error::InvalidArgument`] if no record
     /// starts there.
     pub fn look_message_by_offset(&self, offset: u64) -> Result<StoredMessage> {
-        self.check_readable()?;
-        let min = self.log.min_offset();
-        let max = self.log.max_offset();
-        if offset < min || offset >= max {
-            return Err(Error::OffsetOutOfRange {
-                requested: offset as i64,
-                min: min as i64,
-                max: max as i64,
-            });
-        }
-        let no_record = || {
-            Error::invalid(
-                "commitlog_offset",
-                format!("no record starts at offset {offset}"),
-            )
-        };
-        let r = self.log.record_at(offset).ok_or_else(no_record)?;
-        decode_owned(&r).map_err(|_| no_record())
+        let r = self.record_in_range(offset)?;
+        r.decode().map_err(|_| no_record_at(offset))
     }
 
-    /// Raw bytes of the record at `offset` (RocketMQ `selectOneMessageByOffset`).
-    ///
-    /// # Errors
-    /// As [`Store::look_message_by_offset`].
-    pub fn select_one_message_by_offset(&self, offset: u64) -> Result<Vec<u8>> {
+    /// The record starting at `offset`, which must lie in `[min, max)` of the commit log.
+    fn record_in_range(&self, offset: u64) -> Result<RecordRef> {
         self.check_readable()?;
         let min = self.log.min_offset();
         let max = self.log.max_offset();
@@ -546,13 +527,15 @@ impl Store {
         }
         self.log
             .record_at(offset)
-            .map(|r| r.bytes().to_vec())
-            .ok_or_else(|| {
-                Error::invalid(
-                    "commitlog_offset",
-                    format!("no record starts at offset {offset}"),
-                )
-            })
+            .ok_or_else(|| no_record_at(offset))
+    }
+
+    /// Raw bytes of the record at `offset` (RocketMQ `selectOneMessageByOffset`).
+    ///
+    /// # Errors
+    /// As [`Store::look_message_by_offset`].
+    pub fn select_one_message_by_offset(&self, offset: u64) -> Result<Vec<u8>> {
+        Ok(self.record_in_range(offset)?.bytes().to_vec())
     }
 
     /// Iterates records from `from_offset` (clamped up to the minimum offset) to the end of
@@ -1088,6 +1071,13 @@ fn infer_cq_file_size(root: &Path) -> Option<u64> {
     None
 }
 
+fn no_record_at(offset: u64) -> Error {
+    Error::invalid(
+        "commitlog_offset",
+        format!("no record starts at offset {offset}"),
+    )
+}
+
 fn take_lock(root: &Path) -> Result<File> {
     let path = root.join("lock");
     let mut f = std::fs::OpenOptions::new()
@@ -1227,22 +1217,6 @@ fn recover(
     })
 }
 
-fn decode_owned(r: &RecordRef) -> Result<StoredMessage> {
-    let opts = DecodeOptions {
-        expected_physical_offset: Some(r.offset() as i64),
-        ..DecodeOptions::default()
-    };
-    match decode_record(r.bytes(), &opts) {
-        Ok(Decoded::Message(v)) => Ok(StoredMessage::from_view(&v)),
-        Ok(Decoded::Blank { .. }) => Err(Error::invalid("commitlog_offset", "blank record")),
-        Err(e) => Err(Error::corruption(
-            PathBuf::new(),
-            r.offset(),
-            CorruptionKind::Invalid(e.to_string()),
-        )),
-    }
-}
-
 /// An owned iterator over the commit log's records (see [`Store::scan`]).
 #[derive(Debug)]
 pub struct Scanner {
@@ -1304,7 +1278,7 @@ impl Iterator for Scanner {
             Some(Ok(r)) => {
                 self.first = false;
                 self.offset = next_offset;
-                Some(decode_owned(&r))
+                Some(r.decode())
             }
             Some(Err(e)) => {
                 self.done = true;
