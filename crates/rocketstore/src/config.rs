@@ -292,6 +292,10 @@ store_config! {
         /// Thorough consume queue flush period in ms; also writes the checkpoint (RocketMQ
         /// `flushConsumeQueueThoroughInterval`).
         flush_consume_queue_thorough_interval: u64 = 60_000, [0, 3_600_000], Some("flushConsumeQueueThoroughInterval");
+        /// How often, in ms, the schedule service saves its progress to
+        /// `config/delayOffset.json` (RocketMQ `flushDelayOffsetInterval`); also saved on
+        /// `flush` and at close.
+        flush_delay_offset_interval: u64 = 10_000, [1, 3_600_000], Some("flushDelayOffsetInterval");
         /// Hash slots per index file (RocketMQ `maxHashSlotNum`).
         max_hash_slot_num: u64 = 5_000_000, [1, 100_000_000], Some("maxHashSlotNum");
         /// Entries per index file (RocketMQ `maxIndexNum`).

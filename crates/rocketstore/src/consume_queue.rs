@@ -123,6 +123,9 @@ pub(crate) struct ConsumeQueue {
     min_logic_offset: AtomicI64,
     /// Files were loaded from disk and `recover` has not run yet: puts are refused.
     needs_recovery: AtomicBool,
+    /// `recover` ended on a damaged unit (non-zero but invalid) or dropped later files: units
+    /// were lost, so store recovery re-derives this queue's tail from the commit log.
+    damaged_tail: AtomicBool,
     write_lock: Mutex<()>,
 }
 
@@ -159,6 +162,7 @@ impl ConsumeQueue {
             max_physic_offset: AtomicI64::new(-1),
             min_logic_offset: AtomicI64::new(0),
             needs_recovery: AtomicBool::new(loaded),
+            damaged_tail: AtomicBool::new(false),
             write_lock: Mutex::new(()),
         })
     }
@@ -224,6 +228,17 @@ impl ConsumeQueue {
             }
             break f.from() + pos as u64;
         };
+        // A clean end is an all-zero unit (or the end of the last file); anything else means
+        // units were lost.
+        let damaged = files.iter().any(|f| f.from() > process_offset)
+            || files.iter().any(|f| {
+                f.from() <= process_offset
+                    && usize::try_from(process_offset - f.from())
+                        .ok()
+                        .and_then(|pos| f.recovery_view(pos))
+                        .is_some_and(|rest| rest.iter().take(UNIT).any(|&b| b != 0))
+            });
+        self.damaged_tail.store(damaged, Ordering::Release);
         drop(files);
         self.files.truncate_dirty(process_offset)?;
         self.max_physic_offset.store(last_end, Ordering::Release);
@@ -860,6 +875,57 @@ impl ConsumeQueue {
     /// Number of files (for tests and diagnostics).
     pub(crate) fn file_count(&self) -> usize {
         self.files.len()
+    }
+
+    /// True if the last [`ConsumeQueue::recover`] found a damaged end (units were lost).
+    pub(crate) fn damaged_tail(&self) -> bool {
+        self.damaged_tail.load(Ordering::Acquire)
+    }
+
+    /// Recovery repair: drops every unit at or after `cq_offset` (the rest of its file is
+    /// zero-filled, later files deleted; a `cq_offset` before the first file empties the queue)
+    /// and recomputes `max_physic_offset` from the units kept. Recovery only, before readers
+    /// are served (mmap invariant 3).
+    pub(crate) fn truncate_to_offset(&self, cq_offset: i64) -> Result<()> {
+        let _g = lock(&self.write_lock);
+        let bytes = u64::try_from(cq_offset.max(0))
+            .unwrap_or(0)
+            .saturating_mul(UNIT_U64);
+        if self.files.first().is_some_and(|f| bytes < f.from()) {
+            while let Some(f) = self.files.pop_last() {
+                if self.writable {
+                    f.destroy()?;
+                }
+            }
+            self.files.set_flushed_where(0);
+            self.files.set_committed_where(0);
+        } else {
+            self.files.truncate_dirty(bytes)?;
+        }
+        let mut last_end = -1i64;
+        let mut off = self.max_offset() - 1;
+        let first = self
+            .files
+            .first()
+            .map_or(i64::MAX, |f| to_i64(f.from()) / UNIT_I64);
+        while off >= first {
+            let pos = u64::try_from(off).unwrap_or(0) * UNIT_U64;
+            let unit = self
+                .files
+                .find(pos)
+                .and_then(|f| unit_at(&f, usize::try_from(pos - f.from()).ok()?));
+            match unit {
+                Some(u) if !u.is_prefill() => {
+                    last_end = unit_end(&u);
+                    break;
+                }
+                Some(_) => off -= 1,
+                None => break,
+            }
+        }
+        self.max_physic_offset.store(last_end, Ordering::Release);
+        self.clamp_min_to_max();
+        Ok(())
     }
 }
 

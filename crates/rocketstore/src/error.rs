@@ -87,7 +87,7 @@ pub enum Error {
         reason: String,
     },
     /// A message (body, properties or whole record) is larger than allowed; nothing was written.
-    #[error("{field} too large: {size} bytes, the maximum is {max}")]
+    #[error("{field} too large{}: {size} bytes, the maximum is {max}", in_message(.index))]
     MessageTooLarge {
         /// Which part is too large (`body`, `properties`, `record`).
         field: &'static str,
@@ -95,6 +95,8 @@ pub enum Error {
         size: usize,
         /// The limit.
         max: usize,
+        /// The message's index in a batch of several (`None` for a single message).
+        index: Option<usize>,
     },
     /// A read asked for an offset outside the data.
     #[error("offset {requested} is out of range [{min}, {max})")]
@@ -200,3 +202,8 @@ impl Error {
 
 /// The engine's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `" (message {i})"` for a message of a batch, `""` otherwise.
+fn in_message(index: &Option<usize>) -> String {
+    index.map_or_else(String::new, |i| format!(" (message {i})"))
+}

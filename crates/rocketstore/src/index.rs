@@ -294,6 +294,31 @@ impl IndexFile {
         }
     }
 
+    /// True if the chain of `key_hash` holds an entry for `phy_offset`. Chains run newest
+    /// first with falling offsets, so the walk stops below `phy_offset`; bounded like `select`.
+    fn has_entry(&self, key_hash: i32, phy_offset: i64) -> bool {
+        let head = self.slot_value(index_slot(key_hash, self.slots));
+        let count = self.index_count();
+        if head <= 0 || head >= count {
+            return false;
+        }
+        let mut current = head;
+        while let Some(e) = u32::try_from(current).ok().and_then(|n| self.entry(n)) {
+            if e.phy_offset < phy_offset {
+                return false;
+            }
+            if e.key_hash == key_hash && e.phy_offset == phy_offset {
+                return true;
+            }
+            let prev = e.prev_index;
+            if prev <= 0 || prev >= current {
+                return false;
+            }
+            current = prev;
+        }
+        false
+    }
+
     /// msync of the whole mapping (the header words are always current in the mapping, so this
     /// is RocketMQ's "rewrite header + force").
     fn flush(&self) -> Result<()> {
@@ -323,6 +348,29 @@ pub(crate) struct IndexService {
     unflushed_full: Mutex<Vec<Arc<IndexFile>>>,
     /// endTimestamp of the newest full file known flushed (checkpoint `indexMsgTimestamp`).
     last_full_end_timestamp: AtomicI64,
+}
+
+/// The (slots, entries) geometry that the size of the first index file under `root` implies
+/// when entries = 4 x slots (RocketMQ's default 5,000,000 : 20,000,000 ratio), or `None`.
+pub(crate) fn infer_geometry(root: &Path) -> Option<(u32, u32)> {
+    let mut sizes: Vec<(std::ffi::OsString, u64)> = std::fs::read_dir(root.join(INDEX_DIR))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let m = std::fs::symlink_metadata(e.path()).ok()?;
+            (m.is_file() && m.len() > 0).then(|| (e.file_name(), m.len()))
+        })
+        .collect();
+    sizes.sort();
+    let len = sizes.first()?.1;
+    let body = len.checked_sub(INDEX_HEADER_SIZE as u64)?;
+    // slots * 4 + (4 * slots) * 20 = 84 * slots.
+    if body == 0 || body % 84 != 0 {
+        return None;
+    }
+    let slots = u32::try_from(body / 84).ok()?;
+    let entries = slots.checked_mul(4)?;
+    (index_file_size(slots, entries) == len).then_some((slots, entries))
 }
 
 #[allow(dead_code)]
@@ -475,19 +523,28 @@ impl IndexService {
             });
         }
         let _w = lock(&self.writer);
-        let mut file = self.last_writable_file()?;
-        if req.phy_offset < file.end_phy_offset() {
+        let newest = self.read().last().cloned();
+        if newest
+            .as_ref()
+            .is_some_and(|f| req.phy_offset < f.end_phy_offset())
+        {
             return Ok(());
         }
         if sysflag::transaction_type(req.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE {
             return Ok(());
         }
+        // Recovery re-dispatches from the newest file's endPhyOffset, which is the *start* of
+        // the newest indexed record: the keys of that record already in the file are not put
+        // twice (a clean reopen changes no index byte; a crash between two keys of one record
+        // still gets the missing keys).
+        let redo = newest.filter(|f| f.index_count() > 1 && req.phy_offset == f.end_phy_offset());
+        let mut file = self.last_writable_file()?;
         if let Some(uniq) = req.uniq_key {
-            file = self.put_key(file, &index_key(req.topic, uniq), req)?;
+            file = self.put_key(file, &index_key(req.topic, uniq), req, redo.as_deref())?;
         }
         if let Some(keys) = req.keys {
             for key in keys.split(' ').filter(|k| !k.is_empty()) {
-                file = self.put_key(file, &index_key(req.topic, key), req)?;
+                file = self.put_key(file, &index_key(req.topic, key), req, redo.as_deref())?;
             }
         }
         Ok(())
@@ -498,8 +555,12 @@ impl IndexService {
         file: Arc<IndexFile>,
         key: &str,
         req: &IndexRequest<'_>,
+        redo: Option<&IndexFile>,
     ) -> Result<Arc<IndexFile>> {
         let hash = index_key_hash(key);
+        if redo.is_some_and(|f| f.has_entry(hash, req.phy_offset)) {
+            return Ok(file);
+        }
         let mut file = file;
         // A fresh file always has room (entries >= 2), so this rolls at most once.
         for _ in 0..2 {
@@ -786,6 +847,23 @@ impl IndexService {
     /// Header of every index file, oldest first (diagnostics, checks).
     pub(crate) fn headers(&self) -> Vec<IndexHeader> {
         self.read().iter().map(|f| f.header()).collect()
+    }
+
+    /// Every published entry of every index file, oldest file first: (path, header, slots,
+    /// `(entry number, entry)` for entries `1..indexCount`). Diagnostics; read-only.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn all_entries(&self) -> Vec<(PathBuf, IndexHeader, u32, Vec<(u32, IndexEntry)>)> {
+        self.read()
+            .iter()
+            .map(|f| {
+                // Count first: every entry below it is complete and never written again.
+                let count = u32::try_from(f.index_count()).unwrap_or(0).min(f.entries);
+                let entries = (1..count)
+                    .filter_map(|n| f.entry(n).map(|e| (n, e)))
+                    .collect();
+                (f.file.path().to_path_buf(), f.header(), f.slots, entries)
+            })
+            .collect()
     }
 }
 

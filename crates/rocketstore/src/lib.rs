@@ -12,7 +12,8 @@
 //! - `unsafe` lives only in the private `mmap` module, each block justified by its contract.
 //! - Errors are the `#[non_exhaustive]` [`Error`]; RocketMQ's statuses ([`PutStatus`]) are values.
 //! - A failed flush fences the store ([`Error::Poisoned`]); nothing is acknowledged after it.
-//! - Background services are named threads (`rs-allocate`, `rs-flush`, `rs-commit`) around a
+//! - Background services are named threads (`rs-allocate`, `rs-flush`, `rs-commit`,
+//!   `rs-reput`, `rs-flush-cq`, `rs-schedule`, ...) around a
 //!   testable `run_once`, joined on [`Store::close`].
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -31,8 +32,10 @@ mod message;
 mod mmap;
 mod offsets;
 mod read;
+mod rebuild;
 mod segment;
 mod service;
+mod stats;
 mod store;
 mod util;
 mod validate;
@@ -47,6 +50,9 @@ pub use message::{
     GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,
     TransactionType,
 };
+pub use rebuild::{rebuild_indexes, RebuildReport};
 pub use rocketstore_format::HostAddr;
+pub use service::cleanup::{CleanupReport, Clock, DiskUsageProbe};
 pub use service::Wake;
-pub use store::{Cursors, RecoveryReport, Scanner, Store};
+pub use stats::StoreStats;
+pub use store::{Cursors, IndexFileEntries, RecoveryReport, Scanner, Store};

@@ -307,32 +307,3 @@ pub struct QueryResult {
     /// endPhyOffset of the newest index file.
     pub index_last_update_phy_offset: i64,
 }
-
-/// Store statistics (RocketMQ `StoreStatsService`), see `Store::stats`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StoreStats {
-    /// (topic, messages, bytes) put since open.
-    pub put_by_topic: Vec<(String, u64, u64)>,
-    /// (topic, messages, bytes) returned by reads since open.
-    pub get_by_topic: Vec<(String, u64, u64)>,
-    /// Put (batch) latency distribution: (bucket label, count), RocketMQ's buckets.
-    pub put_latency: Vec<(String, u64)>,
-    /// Flushes that advanced the durable offset.
-    pub flush_count: u64,
-    /// Bytes written but not yet known durable.
-    pub flush_behind_bytes: u64,
-    /// Bytes of commit log not yet dispatched to consume queues and index files.
-    pub dispatch_behind_bytes: u64,
-    /// Records dispatched since open.
-    pub dispatched_messages: u64,
-    /// Commit log files.
-    pub commitlog_files: usize,
-    /// Consume queues.
-    pub consume_queues: usize,
-    /// Index files.
-    pub index_files: usize,
-    /// Pulls waiting for messages.
-    pub waiting_pulls: usize,
-    /// Commit log files the writer created itself (the allocator was not ahead).
-    pub writer_created_files: u64,
-}

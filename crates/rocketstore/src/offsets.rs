@@ -34,7 +34,7 @@ pub(crate) fn validate_group(group: &str) -> Result<()> {
     Ok(())
 }
 
-fn read_with_backup(path: &Path) -> Result<Option<Json>> {
+pub(crate) fn read_with_backup(path: &Path) -> Result<Option<Json>> {
     let bak = bak_path(path);
     for p in [path, bak.as_path()] {
         match std::fs::read(p) {
@@ -57,7 +57,7 @@ fn bak_path(path: &Path) -> PathBuf {
 }
 
 /// Writes `text` to `path` the RocketMQ way (`.bak` of the old content) but atomically.
-fn save(path: &Path, text: &str, sync: bool) -> Result<()> {
+pub(crate) fn save(path: &Path, text: &str, sync: bool) -> Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::invalid("path", "no parent directory"))?;

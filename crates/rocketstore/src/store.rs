@@ -12,25 +12,31 @@ use rocketstore_format::{Checkpoint, DecodeOptions};
 
 use crate::checkpoint;
 use crate::commitlog::{CommitLog, RecordRef};
-use crate::config::{FlushDiskType, RecoveryMode, StoreConfig};
+use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::ConsumeQueueStore;
 use crate::dispatch::Subscription;
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{Error, Result};
 use crate::index::IndexService;
 use crate::longpoll::{deadline_after, PullWaiters};
-use crate::message::{
-    GetResult, GetStatus, PutMessage, PutResult, QueryResult, StoreStats, StoredMessage,
-};
+use crate::message::{GetResult, GetStatus, PutMessage, PutResult, QueryResult, StoredMessage};
 use crate::offsets::{ConsumerOffsets, TopicConfigs};
 use crate::read::{self, ReadLimits};
 use crate::segment::CreateOptions;
 use crate::service::allocate::{AllocateService, Allocator};
+use crate::service::cleanup::{
+    Cleaner, CleanupReport, CleanupService, Clock, DiskUsageProbe, Trigger,
+};
 use crate::service::flush::{CommitService, FlushService};
 use crate::service::flush_cq::{CheckpointSource, FlushCqService};
 use crate::service::reput::{reput_end, Dispatcher, ReputService};
+use crate::service::schedule::{ScheduleCore, ScheduleService};
 use crate::service::{spawn, Health, Service, ServiceHandle, Signal, Wake};
+use crate::stats::{StatsCounters, StoreStats};
 use crate::util::{lock, now_ms};
-use crate::validate::{prepare, UniqKeyGen};
+use crate::validate::{prepare, props_capacity, UniqKeyGen};
+
+mod views;
+pub use views::IndexFileEntries;
 
 const OPEN: u8 = 0;
 const CLOSING: u8 = 1;
@@ -65,6 +71,16 @@ pub struct RecoveryReport {
     pub scan_start_file: usize,
     /// Records dispatched to consume queues and index files during recovery.
     pub redispatched: u64,
+    /// The durable commit log offset recorded in the checkpoint (our extension), if any:
+    /// recovery never truncates below it unless `recovery_mode` is `tolerate_any_corruption`.
+    pub durable_offset: Option<u64>,
+    /// Consume queues whose units were lost or wrong and were refilled from the commit log.
+    pub repaired_queues: usize,
+    /// Consume queue units written by that refill.
+    pub backfilled_units: u64,
+    /// Index files deleted at open because their size or header was impossible (they are
+    /// rebuilt by re-dispatch).
+    pub index_files_removed: usize,
 }
 
 /// A RocketMQ-compatible message store rooted at a directory.
@@ -98,6 +114,11 @@ pub struct Store {
     consumer_offsets: Arc<ConsumerOffsets>,
     topics: TopicConfigs,
     stats: StatsCounters,
+    /// Delayed-message re-delivery (writable stores; its thread runs only with
+    /// `schedule_service_enable`).
+    schedule: Option<Arc<ScheduleCore>>,
+    /// Expired-file cleanup and the disk-full state (spec §10).
+    cleaner: Arc<Cleaner>,
     services: Mutex<Vec<ServiceHandle>>,
     state: AtomicU8,
     lock_file: Mutex<Option<File>>,
@@ -105,51 +126,6 @@ pub struct Store {
     recovery: RecoveryReport,
     /// The services when they do not run on threads (`background_threads = false`).
     manual: Mutex<Option<ManualServices>>,
-}
-
-/// RocketMQ's put latency buckets (StoreStatsService `putMessageDistributeTime`).
-const LATENCY_BUCKETS: [(u64, &str); 13] = [
-    (0, "[<=0ms]"),
-    (10, "[0~10ms]"),
-    (50, "[10~50ms]"),
-    (100, "[50~100ms]"),
-    (200, "[100~200ms]"),
-    (500, "[200~500ms]"),
-    (1000, "[500ms~1s]"),
-    (2000, "[1~2s]"),
-    (3000, "[2~3s]"),
-    (4000, "[3~4s]"),
-    (5000, "[4~5s]"),
-    (10_000, "[5~10s]"),
-    (u64::MAX, "[10s~]"),
-];
-
-#[derive(Debug, Default)]
-struct StatsCounters {
-    put_latency: [std::sync::atomic::AtomicU64; 13],
-    get: Mutex<HashMap<String, (u64, u64)>>,
-}
-
-impl StatsCounters {
-    fn record_put(&self, elapsed: Duration) {
-        let ms = elapsed.as_millis() as u64;
-        let i = LATENCY_BUCKETS
-            .iter()
-            .position(|(limit, _)| ms <= *limit)
-            .unwrap_or(12);
-        self.put_latency[i].fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn record_get(&self, topic: &str, r: &GetResult) {
-        if r.messages.is_empty() {
-            return;
-        }
-        let bytes: u64 = r.messages.iter().map(|m| m.store_size as u64).sum();
-        let mut g = lock(&self.get);
-        let e = g.entry(topic.to_string()).or_default();
-        e.0 += r.messages.len() as u64;
-        e.1 += bytes;
-    }
 }
 
 #[derive(Debug)]
@@ -208,6 +184,11 @@ impl Store {
             Some(take_lock(root)?)
         };
         let abnormal = root.join(checkpoint::ABORT_FILE).exists();
+        if !read_only {
+            // Before recovery changes anything: a crash during recovery is then recovered as
+            // abnormal again (recovery is resumable).
+            checkpoint::create_abort(root, config.fsync_directory)?;
+        }
         let commitlog_dir = root.join("commitlog");
         if !read_only {
             std::fs::create_dir_all(&commitlog_dir)
@@ -255,6 +236,17 @@ impl Store {
             Some(Ok(c)) => Some(*c),
             _ => None,
         };
+        let index_files_removed = if config.message_index_enable && !read_only {
+            crate::rebuild::precheck_index_dir(
+                root,
+                u32::try_from(config.max_hash_slot_num).unwrap_or(u32::MAX),
+                u32::try_from(config.max_index_num).unwrap_or(u32::MAX),
+                log.queue().last().map_or(0, |f| f.from() + f.size() as u64),
+                config.fsync_directory,
+            )?
+        } else {
+            0
+        };
         let index = if config.message_index_enable {
             let slots = u32::try_from(config.max_hash_slot_num).unwrap_or(u32::MAX);
             let entries = u32::try_from(config.max_index_num).unwrap_or(u32::MAX);
@@ -262,9 +254,16 @@ impl Store {
             match IndexService::load(root, slots, entries, !read_only, !abnormal, index_ts) {
                 Ok(i) => Some(Arc::new(i)),
                 // A foreign store whose index geometry differs from the configuration still
-                // opens read-only; key queries are then unavailable (pass max_hash_slot_num and
+                // opens read-only: with the geometry its file size implies at RocketMQ's 1:4
+                // slot:entry ratio, else without key queries (pass max_hash_slot_num and
                 // max_index_num to use them).
-                Err(Error::UnsupportedFormat { .. }) if read_only => None,
+                Err(Error::UnsupportedFormat { .. }) if read_only => {
+                    crate::index::infer_geometry(root).and_then(|(slots, entries)| {
+                        IndexService::load(root, slots, entries, false, !abnormal, index_ts)
+                            .ok()
+                            .map(Arc::new)
+                    })
+                }
                 Err(e) => return Err(e),
             }
         } else {
@@ -279,7 +278,7 @@ impl Store {
             config.delay_levels(),
             i32::try_from(config.max_queue_nums_per_topic).unwrap_or(i32::MAX) - 1,
         ));
-        let recovery = recover(
+        let mut recovery = recover(
             &log,
             &cqs,
             index.as_deref(),
@@ -291,6 +290,17 @@ impl Store {
         )?;
         let consumer_offsets = Arc::new(ConsumerOffsets::load(root)?);
         let topics = TopicConfigs::load(root)?;
+        let schedule = if read_only {
+            None
+        } else {
+            Some(Arc::new(ScheduleCore::new(
+                root,
+                Arc::clone(&log),
+                Arc::clone(&cqs),
+                &config,
+            )?))
+        };
+        recovery.index_files_removed = index_files_removed;
         let checkpoint_source = Arc::new(CheckpointSource::new(
             root,
             Arc::clone(&log),
@@ -298,6 +308,24 @@ impl Store {
             index.clone(),
             config.fsync_directory,
             valid_cp,
+        ));
+        if !read_only
+            && (recovery.truncated_at.is_some()
+                || recovery
+                    .durable_offset
+                    .is_some_and(|d| d > recovery.end_offset))
+        {
+            // The checkpoint must not keep a durable offset beyond what recovery kept.
+            checkpoint_source.write(false)?;
+        }
+        let cleaner = Arc::new(Cleaner::new(
+            root,
+            Arc::clone(&log),
+            Arc::clone(&cqs),
+            index.clone(),
+            Arc::clone(&dispatcher),
+            &config,
+            !read_only,
         ));
         let store = Store {
             root: root.to_path_buf(),
@@ -319,6 +347,8 @@ impl Store {
             consumer_offsets,
             topics,
             stats: StatsCounters::default(),
+            schedule,
+            cleaner,
             services: Mutex::new(Vec::new()),
             state: AtomicU8::new(OPEN),
             lock_file: Mutex::new(lock_file),
@@ -326,7 +356,6 @@ impl Store {
             manual: Mutex::new(None),
         };
         if !read_only {
-            checkpoint::create_abort(&store.root, store.config.fsync_directory)?;
             store.start_services()?;
         }
         Ok(store)
@@ -388,6 +417,23 @@ impl Store {
             Arc::clone(&self.health),
         )?);
         services.push(spawn(flush_cq, Signal::new(), Arc::clone(&self.health))?);
+        if let Some(core) = self
+            .schedule
+            .as_ref()
+            .filter(|_| self.config.schedule_service_enable)
+        {
+            let svc = ScheduleService::new(
+                Arc::clone(core),
+                Arc::clone(&self.reput_signal),
+                &self.config,
+            );
+            services.push(spawn(svc, Signal::new(), Arc::clone(&self.health))?);
+        }
+        services.push(spawn(
+            CleanupService::new(Arc::clone(&self.cleaner), &self.config),
+            Signal::new(),
+            Arc::clone(&self.health),
+        )?);
         Ok(())
     }
 
@@ -458,6 +504,12 @@ impl Store {
     /// Puts many messages under one acquisition of the put lock. The batch is validated whole
     /// first: one invalid message and nothing is written.
     ///
+    /// Messages that all go to one topic and queue are written as a broker writes a
+    /// `MessageBatch` (spec §13): consecutive records with consecutive queue offsets and one
+    /// store timestamp, each with its own properties (no envelope properties appended), and
+    /// never split across two commit log files when they fit in one (if the current file cannot
+    /// hold them all, it is closed with a blank record and they go to the next file).
+    ///
     /// # Errors
     /// As [`Store::put`]; the error message names the index of the first invalid message.
     pub fn put_batch(&self, msgs: &[PutMessage<'_>]) -> Result<Vec<PutResult>> {
@@ -466,7 +518,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = now_ms();
-        let mut props = Vec::with_capacity(msgs.len() * 64);
+        let mut props = Vec::with_capacity(msgs.iter().map(props_capacity).sum());
         let indexed = msgs.len() > 1;
         let mut prepared = Vec::with_capacity(msgs.len());
         let mut last_topic: Option<&str> = None;
@@ -485,22 +537,58 @@ impl Store {
             last_topic = Some(m.topic);
         }
         self.check_writable()?;
+        self.cleaner.check_writable()?;
         let started = std::time::Instant::now();
         let results = self.log.append(&prepared, &props, self.config.store_host)?;
         self.stats.record_put(started.elapsed());
+        self.after_append()?;
+        Ok(results)
+    }
+
+    /// After an append: wake dispatch, or (no service threads) commit and dispatch inline so
+    /// reads see the data.
+    fn after_append(&self) -> Result<()> {
         if self.config.background_threads {
             if self.config.flush_disk_type == FlushDiskType::AsyncFlush {
                 self.reput_signal.wakeup();
             }
         } else if let Some(m) = lock(&self.manual).as_mut() {
-            // No service threads: commit (pool) and dispatch inline so reads see the data.
             if let Some(c) = m.commit.as_mut() {
                 c.commit_pass(0)?;
             }
             self.dispatcher
                 .dispatch_until(&self.log, reput_end(&self.log, self.config.flush_disk_type))?;
         }
-        Ok(results)
+        Ok(())
+    }
+
+    /// One pass of the schedule service with `now_ms` as its clock: every delayed message whose
+    /// deliver time is `<= now_ms` is re-put to its real topic and queue (RocketMQ
+    /// `ScheduleMessageService`; see `schedule_service_enable` for the background thread, which
+    /// uses the wall clock). Returns the number of messages re-delivered. Progress is kept in
+    /// `config/delayOffset.json`.
+    ///
+    /// ```no_run
+    /// use rocketstore::{PutMessage, Store, StoreConfig};
+    /// let store = Store::open("/tmp/demo-delay", StoreConfig::default())?;
+    /// let r = store.put(&PutMessage { topic: "T", body: b"later", delay_level: 1, ..Default::default() })?;
+    /// // Level 1 is 1 s: one second after the store time the message is due.
+    /// assert_eq!(store.deliver_delayed_messages(r.store_timestamp + 1000)?, 1);
+    /// # Ok::<(), rocketstore::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], [`Error::Closed`], [`Error::Poisoned`]; I/O errors of the re-put.
+    pub fn deliver_delayed_messages(&self, now_ms: i64) -> Result<u64> {
+        self.check_writable()?;
+        let Some(core) = &self.schedule else {
+            return Ok(0);
+        };
+        let n = core.pass(now_ms)?;
+        if n > 0 {
+            self.after_append()?;
+        }
+        Ok(n)
     }
 
     /// The record starting at absolute commit log `offset`.
@@ -635,16 +723,76 @@ impl Store {
         self.health.check()?;
         let durable = self.log.flush_all()?;
         self.consumer_offsets.persist(self.config.fsync_directory)?;
+        if let Some(core) = &self.schedule {
+            core.persist()?;
+        }
         Ok(durable)
     }
 
+    /// Runs one cleanup pass now (RocketMQ `executeDeleteFilesManually`, spec §10): commit log
+    /// files older than `file_reserved_time` hours are deleted whatever the hour (`force`: every
+    /// deletable file whatever its age), oldest first, never the last one and at most
+    /// `delete_file_batch_max`; then consume queue and index files that only reference deleted
+    /// data. Only data that is flushed and dispatched is ever deleted. The disk usage is checked
+    /// too: puts are refused with [`Error::DiskFull`] above `disk_space_warning_level_ratio`
+    /// and accepted again once a pass finds it at or below `disk_space_clean_forcibly_ratio`.
+    ///
+    /// ```no_run
+    /// # use rocketstore::{Store, StoreConfig};
+    /// let store = Store::open("/tmp/demo-clean", StoreConfig::default())?;
+    /// let report = store.delete_expired_files(false)?;
+    /// println!("deleted {} commit log files", report.commitlog_files_deleted.len());
+    /// # Ok::<(), rocketstore::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`], [`Error::Closed`]; I/O errors unlinking files.
+    pub fn delete_expired_files(&self, force: bool) -> Result<CleanupReport> {
+        self.check_open()?;
+        self.cleaner.run_pass(if force {
+            Trigger::Force
+        } else {
+            Trigger::Manual
+        })
+    }
+
+    /// Replaces the cleanup service's clock (epoch milliseconds; the `delete_when` hour is taken
+    /// in the local time zone). For tests and simulations.
+    pub fn set_clock(&self, clock: Clock) {
+        self.cleaner.set_clock(clock);
+    }
+
+    /// Replaces the disk usage probe (a ratio in `[0, 1]` of the partition holding a path, `None`
+    /// if unknown; the default uses `statvfs`). For tests and simulations.
+    pub fn set_disk_usage_probe(&self, probe: DiskUsageProbe) {
+        self.cleaner.set_probe(probe);
+    }
+
+    /// True while puts are refused because the disk usage is above
+    /// `disk_space_warning_level_ratio`.
+    pub fn is_disk_full(&self) -> bool {
+        self.cleaner.is_disk_full()
+    }
+
+    /// The error of the last scheduled cleanup pass, if it failed (it is retried next pass).
+    pub fn last_cleanup_error(&self) -> Option<String> {
+        self.cleaner.last_error()
+    }
+
     /// Runs one pass of a background service by hand (for `background_threads = false`).
-    /// `service` is `"flush"`, `"commit"`, `"reput"` or `"flush-cq"`.
+    /// `service` is `"flush"`, `"commit"`, `"reput"`, `"flush-cq"` or `"schedule"` (one pass
+    /// with the wall clock, see [`Store::deliver_delayed_messages`]).
     ///
     /// # Errors
     /// Whatever the pass returns; an unknown service is an `InvalidArgument`.
     pub fn run_service_once(&self, service: &str) -> Result<()> {
         self.check_open()?;
+        if service == "cleanup" {
+            return self.cleaner.run_pass(Trigger::Scheduled).map(|_| ());
+        }
+        if service == "schedule" && lock(&self.manual).is_some() {
+            return self.deliver_delayed_messages(now_ms()).map(|_| ());
+        }
         let mut manual = lock(&self.manual);
         let Some(m) = manual.as_mut() else {
             return Err(Error::invalid(
@@ -690,6 +838,14 @@ impl Store {
             }
         };
         if !self.read_only {
+            // The schedule service puts messages: stop it (it saves its progress) before the
+            // writer is released.
+            for h in lock(&self.services)
+                .iter_mut()
+                .filter(|h| h.name() == "schedule")
+            {
+                note(h.stop_and_join());
+            }
             // Wait for in-flight puts (they hold the put lock) and stop the writer; the allocator
             // stops pre-faulting files nobody will use.
             self.log.release_writer();
@@ -699,7 +855,9 @@ impl Store {
             let mut services = std::mem::take(&mut *lock(&self.services));
             // Order: final commit, final flush, dispatch drained, consume queues and checkpoint
             // flushed; the allocator last (it deletes files that were never used).
-            for name in ["commit", "flush", "reput", "flush-cq", "allocate"] {
+            for name in [
+                "cleanup", "commit", "flush", "reput", "flush-cq", "allocate",
+            ] {
                 for h in services.iter_mut().filter(|h| h.name() == name) {
                     note(h.stop_and_join());
                 }
@@ -719,6 +877,9 @@ impl Store {
             }
             if self.health.check().is_ok() {
                 note(self.consumer_offsets.persist(self.config.fsync_directory));
+                if let Some(core) = &self.schedule {
+                    note(core.persist());
+                }
                 if self.topics.observe(
                     self.cqs
                         .all()
@@ -832,10 +993,9 @@ impl Store {
                 _ => false,
             };
             if !wait || std::time::Instant::now() >= deadline {
-                return Ok(GetResult {
-                    next_begin_offset: r.next_begin_offset.max(offset),
-                    ..r
-                });
+                // `r` was read at the (possibly advanced) `offset`, so its nextBeginOffset
+                // already follows get_message's rules (OFFSET_OVERFLOW_BADLY corrects down).
+                return Ok(r);
             }
             reg.signal
                 .wait_change(seen, deadline, self.waiters.closed_flag());
@@ -1001,32 +1161,35 @@ impl Store {
     }
 
     /// Statistics (RocketMQ StoreStatsService): messages and bytes put and got per topic, the put
-    /// latency distribution, flush and dispatch lag, file counts.
+    /// latency distribution, flush and dispatch lag, file counts, schedule progress. See
+    /// [`StoreStats`] for each field.
     pub fn stats(&self) -> StoreStats {
         let c = self.cursors();
-        let mut get: Vec<(String, u64, u64)> = lock(&self.stats.get)
-            .iter()
-            .map(|(t, (n, b))| (t.clone(), *n, *b))
-            .collect();
-        get.sort();
-        StoreStats {
+        let cqs = self.cqs.all();
+        let mut s = StoreStats {
             put_by_topic: self.log.put_stats(),
-            get_by_topic: get,
-            put_latency: LATENCY_BUCKETS
-                .iter()
-                .zip(&self.stats.put_latency)
-                .map(|((_, label), n)| ((*label).to_string(), n.load(Ordering::Relaxed)))
-                .collect(),
             flush_count: self.health.flush_count(),
             flush_behind_bytes: c.wrote.saturating_sub(c.flushed),
             dispatch_behind_bytes: self.dispatch_behind_bytes(),
             dispatched_messages: self.dispatcher.dispatched(),
             commitlog_files: self.log.queue().len(),
-            consume_queues: self.cqs.all().len(),
+            consume_queues: cqs.len(),
+            consume_queue_files: cqs.iter().map(|q| q.file_count()).sum(),
             index_files: self.index.as_ref().map_or(0, |i| i.files().len()),
             waiting_pulls: self.waiters.waiting(),
             writer_created_files: self.log.sync_creations(),
+            ..StoreStats::default()
+        };
+        self.stats.fill(&mut s);
+        if let Some(core) = &self.schedule {
+            s.schedule_delivered = core.delivered();
+            s.schedule_progress = core
+                .progress()
+                .into_iter()
+                .map(|p| (p.level, p.offset, p.max_offset))
+                .collect();
         }
+        s
     }
 
     /// Paths of the index files, oldest first.
@@ -1078,7 +1241,7 @@ fn no_record_at(offset: u64) -> Error {
     )
 }
 
-fn take_lock(root: &Path) -> Result<File> {
+pub(crate) fn take_lock(root: &Path) -> Result<File> {
     let path = root.join("lock");
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -1130,39 +1293,26 @@ fn recover(
     } else {
         files.saturating_sub(3)
     };
-    let durable = cp
-        .and_then(|c| c.ext.as_ref())
-        .map(|e| e.durable_commitlog_offset.max(0) as u64);
-    let scan = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |_, _| {});
-    if let Some((at, why)) = &scan.damage {
-        let below_durable = durable.is_some_and(|d| *at < d);
-        let refuse = match cfg.recovery_mode {
-            RecoveryMode::AbsoluteConsistency => true,
-            RecoveryMode::TolerateTailCorruption => below_durable,
-            RecoveryMode::TolerateAnyCorruption => false,
-        };
-        if refuse {
-            let file = log
-                .queue()
-                .find(*at)
-                .map(|f| f.path().to_path_buf())
-                .unwrap_or_else(|| log.queue().dir().to_path_buf());
-            return Err(Error::corruption(
-                file,
-                *at,
-                CorruptionKind::Invalid(format!(
-                    "{why}{}",
-                    if below_durable {
-                        " (below the durable offset recorded in the checkpoint)"
-                    } else {
-                        ""
-                    }
-                )),
-            ));
-        }
-    }
+    // A read-only open changes nothing on disk and may race a live writer (which keeps
+    // flushing and rewriting the checkpoint), so only a writable open holds the scan to the
+    // checkpoint's durable offset.
+    let durable = crate::rebuild::durable_offset(cp).filter(|_| !read_only);
+    let mut tails = crate::rebuild::QueueTails::default();
+    let scan = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |rec, _| {
+        tails.note(rec);
+    });
+    crate::rebuild::check_scan(log, cfg, durable, &scan)?;
+    // Where the scan (and its queue tail check) started.
+    let scan_from = log
+        .queue()
+        .files()
+        .get(start)
+        .map_or(scan.end, |f| f.from())
+        .min(scan.end);
     let files_removed = log.truncate_to(scan.end)?;
     let mut redispatched = 0;
+    let mut backfilled_units = 0;
+    let mut repaired_queues = 0;
     if !read_only {
         if files == 0 || log.queue().len() == 0 {
             cqs.destroy_all()?;
@@ -1171,6 +1321,10 @@ fn recover(
             }
         }
         cqs.truncate_all(scan.end)?;
+        // Units that do not point at their record are cut off; the queues they belong to and
+        // queues that lost units are refilled from the commit log below.
+        let mut suspects = crate::rebuild::repair_cq_tails(log, cqs)?;
+        suspects.extend(tails.lagging(cqs, crate::rebuild::max_queue_id(cfg)));
         if let Some(index) = index {
             index.truncate_after(scan.end)?;
         }
@@ -1190,7 +1344,10 @@ fn recover(
                 .map_or(log.min_offset(), |f| f.from());
             from = from.min(scan_start);
         }
-        dispatcher.set_reput_from(from.max(log.min_offset()));
+        let from = from.max(log.min_offset());
+        (repaired_queues, backfilled_units) =
+            crate::rebuild::backfill_queues(log, cqs, cfg, suspects, from, scan_from.max(from))?;
+        dispatcher.set_reput_from(from);
         redispatched = dispatcher.dispatch_until(log, scan.end)?;
     } else {
         dispatcher.set_reput_from(scan.end);
@@ -1214,6 +1371,10 @@ fn recover(
         files_removed,
         scan_start_file: start,
         redispatched,
+        durable_offset: durable,
+        repaired_queues,
+        backfilled_units,
+        index_files_removed: 0,
     })
 }
 

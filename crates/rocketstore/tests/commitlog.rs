@@ -253,6 +253,13 @@ fn torn_tail_recovers_to_the_previous_record() {
         ));
     let pristine = std::fs::read(&path).unwrap();
     let pos = (start % 65536) as usize;
+    // A torn record was never durable: the checkpoint's durable offset is before it (recovery
+    // refuses to truncate below that offset; see tests/damage.rs).
+    let cp_path = dir.path().join("checkpoint");
+    let mut cp =
+        rocketstore::format::Checkpoint::decode(&std::fs::read(&cp_path).unwrap()).unwrap();
+    cp.ext.as_mut().unwrap().durable_commitlog_offset = start as i64;
+    std::fs::write(&cp_path, cp.encode()).unwrap();
     // Every prefix of the last record: the bytes past the prefix are zero (preallocated file).
     for cut in 0..last.wrote_bytes as usize {
         let mut bytes = pristine.clone();

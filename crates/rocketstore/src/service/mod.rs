@@ -10,9 +10,11 @@
 //! components they need, never the `Store` facade, so there are no reference cycles.
 
 pub(crate) mod allocate;
+pub(crate) mod cleanup;
 pub(crate) mod flush;
 pub(crate) mod flush_cq;
 pub(crate) mod reput;
+pub(crate) mod schedule;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};

@@ -1,0 +1,287 @@
+//! Borrowed bulk reads: records handed to a callback as [`RecordView`]s straight from the
+//! mapping (no owned message per record), consume queue units and index entries. Used by
+//! columnar readers (the Python binding's Arrow reads); every function is read-only.
+
+use std::path::PathBuf;
+
+use rocketstore_format::{
+    crc32_masked, decode_record, CqUnit, DecodeOptions, Decoded, IndexEntry, IndexHeader,
+    RecordView,
+};
+
+use super::Store;
+use crate::commitlog::{record_intact, RecordRef};
+use crate::dispatch::{raw_property, Subscription};
+use crate::error::{CorruptionKind, Error, Result};
+use crate::segment::MappedFile;
+
+/// Consume queue units read per round by [`Store::visit_queue_records`].
+const UNITS_PER_ROUND: usize = 4096;
+
+/// The published entries of one index file (see [`Store::index_entries`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexFileEntries {
+    /// Path of the index file.
+    pub path: PathBuf,
+    /// Its header, as currently published.
+    pub header: IndexHeader,
+    /// Number of hash slots of the file.
+    pub slots: u32,
+    /// `(entry number, entry)` for every entry below the header's `indexCount` (entry numbers
+    /// start at 1, as in RocketMQ).
+    pub entries: Vec<(u32, IndexEntry)>,
+}
+
+/// True if the body CRC (of a non-empty body, like RocketMQ) and the record checks of recovery
+/// pass.
+fn crc_ok(v: &RecordView<'_>) -> bool {
+    (v.body.is_empty() || crc32_masked(v.body) == v.body_crc) && record_intact(v)
+}
+
+/// The absolute offset just past a commit log file.
+fn offset_after(f: &MappedFile) -> u64 {
+    f.from() + f.size() as u64
+}
+
+/// Decodes the record `r` (at absolute `offset`) as a view, checking its CRCs if asked.
+fn view_of(
+    r: &RecordRef,
+    path: impl FnOnce() -> PathBuf,
+    check_crc: bool,
+) -> Result<RecordView<'_>> {
+    let offset = r.offset();
+    let opts = DecodeOptions {
+        check_crc: false,
+        expected_physical_offset: Some(offset as i64),
+        ..DecodeOptions::default()
+    };
+    match decode_record(r.bytes(), &opts) {
+        Ok(Decoded::Message(v)) => {
+            if !check_crc || crc_ok(&v) {
+                Ok(v)
+            } else {
+                Err(Error::corruption(
+                    path(),
+                    offset,
+                    CorruptionKind::CrcMismatch,
+                ))
+            }
+        }
+        Ok(Decoded::Blank { .. }) => Err(Error::corruption(
+            path(),
+            offset,
+            CorruptionKind::Invalid("blank record".into()),
+        )),
+        Err(e) => Err(Error::corruption(
+            path(),
+            offset,
+            CorruptionKind::Invalid(e.to_string()),
+        )),
+    }
+}
+
+impl Store {
+    fn log_file_path(&self, offset: u64) -> PathBuf {
+        self.log
+            .queue()
+            .find(offset)
+            .map_or_else(|| self.root.join("commitlog"), |f| f.path().to_path_buf())
+    }
+
+    /// Visits, in commit log order, the records whose offsets lie in `[from, end)`, at most
+    /// `max` of them, borrowing each from the mapping. `from` must be a record boundary (offsets
+    /// below the oldest stored one start at the oldest). `f` returns `false` to stop *before*
+    /// the record it was given (that record is not counted).
+    ///
+    /// Returns the offset to continue from: after the last record taken, the offset of the
+    /// record `f` refused, or `from` itself when no record was taken.
+    ///
+    /// # Errors
+    /// [`Error::Closed`]; `InvalidArgument` if no record starts at `from`; a `Corruption` error
+    /// (kind `CrcMismatch` for a CRC mismatch when `check_crc`) naming the file and offset.
+    pub fn visit_records(
+        &self,
+        from: u64,
+        end: u64,
+        max: usize,
+        check_crc: bool,
+        mut visit: impl FnMut(&RecordView<'_>) -> bool,
+    ) -> Result<u64> {
+        self.check_readable()?;
+        let start = from.max(self.log.min_offset());
+        let mut offset = start;
+        let mut taken = 0usize;
+        let mut file: Option<std::sync::Arc<MappedFile>> = None;
+        while taken < max && offset < end {
+            let f = match file.take() {
+                Some(f) if offset < offset_after(&f) => f,
+                _ => match self.log.queue().find(offset) {
+                    Some(f) => f,
+                    None => break,
+                },
+            };
+            let pos = (offset - f.from()) as usize;
+            let Some(rest) = f.slice_to_end(pos) else {
+                break;
+            };
+            if rest.is_empty() {
+                if f.is_full() {
+                    offset = offset_after(&f);
+                    continue;
+                }
+                break;
+            }
+            let opts = DecodeOptions {
+                check_crc: false,
+                expected_physical_offset: Some(offset as i64),
+                ..DecodeOptions::default()
+            };
+            match decode_record(rest, &opts) {
+                Ok(Decoded::Message(v)) => {
+                    if check_crc && !crc_ok(&v) {
+                        return Err(Error::corruption(
+                            f.path(),
+                            offset,
+                            CorruptionKind::CrcMismatch,
+                        ));
+                    }
+                    if !visit(&v) {
+                        break;
+                    }
+                    taken += 1;
+                    offset += v.total_size as u64;
+                }
+                Ok(Decoded::Blank { .. }) => offset = offset_after(&f),
+                Err(e) if e.is_incomplete() => break,
+                Err(e) if taken == 0 && offset == start => {
+                    return Err(Error::invalid(
+                        "from_offset",
+                        format!("no record starts at offset {start}: {e}"),
+                    ));
+                }
+                Err(e) => {
+                    return Err(Error::corruption(
+                        f.path(),
+                        offset,
+                        CorruptionKind::Invalid(e.to_string()),
+                    ))
+                }
+            }
+            file = Some(f);
+        }
+        Ok(if taken == 0 { from } else { offset })
+    }
+
+    /// Up to `max` consume queue units of a queue from queue offset `from`, with their offsets
+    /// (RocketMQ reads at most one consume queue file per call, and so does this). Empty for an
+    /// unknown queue or an offset outside `[min_offset_in_queue, max_offset_in_queue)`.
+    pub fn consume_queue_units(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: i64,
+        max: usize,
+    ) -> Vec<(i64, CqUnit)> {
+        self.cqs
+            .get(topic, queue_id)
+            .map(|q| q.units_from(from, max))
+            .unwrap_or_default()
+    }
+
+    /// Visits the records of a queue, in queue order, for queue offsets in `[from, end)` (clamped
+    /// to the queue's `[min, max)`), at most `max` records, borrowing each from the mapping.
+    /// `subscription` filters by tags like [`Store::get_message`]; units whose record was
+    /// already deleted (or whose consume queue file is gone) are skipped. `f` returns `false` to
+    /// stop before the record it was given.
+    ///
+    /// Returns the queue offset to continue from (one past the last unit looked at, or the
+    /// offset of the refused record's unit).
+    ///
+    /// # Errors
+    /// [`Error::Closed`]; a `Corruption` error naming the commit log file and offset when a
+    /// unit points at bytes that are not a valid record (or, with `check_crc`, fail their CRC).
+    #[allow(clippy::too_many_arguments)]
+    pub fn visit_queue_records(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: i64,
+        end: i64,
+        max: usize,
+        check_crc: bool,
+        subscription: Option<&str>,
+        mut f: impl FnMut(&RecordView<'_>) -> bool,
+    ) -> Result<i64> {
+        self.check_readable()?;
+        let Some(cq) = self.cqs.get(topic, queue_id) else {
+            return Ok(from);
+        };
+        let sub = Subscription::parse(subscription);
+        let end = end.min(cq.max_offset());
+        let mut next = from.max(cq.min_offset());
+        let mut taken = 0usize;
+        while next < end && taken < max {
+            let want = usize::try_from(end - next).unwrap_or(usize::MAX);
+            let units = cq.units_from(next, want.min(UNITS_PER_ROUND));
+            if units.is_empty() {
+                // The consume queue file holding `next` is gone: continue at the next file.
+                let upf = cq.units_per_file().max(1);
+                next = next + upf - next.rem_euclid(upf);
+                continue;
+            }
+            for (queue_offset, unit) in units {
+                if queue_offset >= end || taken >= max {
+                    return Ok(next);
+                }
+                if unit.phy_offset < 0 || unit.size <= 0 || unit.is_prefill() {
+                    next = queue_offset + 1;
+                    continue;
+                }
+                if !sub.matches_code(unit.tags_code) {
+                    next = queue_offset + 1;
+                    continue;
+                }
+                let phy = unit.phy_offset as u64;
+                let Some(r) = self.log.record_at_sized(phy, unit.size as usize) else {
+                    // Deleted already (or not readable yet): skip, like MESSAGE_WAS_REMOVING.
+                    next = queue_offset + 1;
+                    continue;
+                };
+                let v = view_of(&r, || self.log_file_path(phy), check_crc)?;
+                if !sub.is_all() {
+                    let tags = raw_property(v.properties_raw, rocketstore_format::property::TAGS)
+                        .and_then(|t| std::str::from_utf8(t).ok());
+                    if !sub.matches_tags(tags) {
+                        next = queue_offset + 1;
+                        continue;
+                    }
+                }
+                if !f(&v) {
+                    return Ok(queue_offset);
+                }
+                taken += 1;
+                next = queue_offset + 1;
+            }
+        }
+        Ok(next)
+    }
+
+    /// Every published entry of every index file, oldest file first (diagnostics). Empty when
+    /// the index is disabled.
+    pub fn index_entries(&self) -> Vec<IndexFileEntries> {
+        self.index
+            .as_ref()
+            .map(|i| {
+                i.all_entries()
+                    .into_iter()
+                    .map(|(path, header, slots, entries)| IndexFileEntries {
+                        path,
+                        header,
+                        slots,
+                        entries,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
