@@ -69,6 +69,14 @@ def stable_digest(tree_digest: Digest, root: Path) -> dict[str, Any]:
     return before
 
 
+def wait_dispatched(store: MessageStore, timeout_s: float = 30.0) -> None:
+    """Blocks until the dispatch service has built CQ and index for every stored record."""
+    deadline = time.monotonic() + timeout_s
+    while store.stats()["dispatch_behind_bytes"] > 0:
+        assert time.monotonic() < deadline, "dispatch did not catch up"
+        time.sleep(0.005)
+
+
 @pytest.fixture
 def store(store_dir: Path) -> Iterator[MessageStore]:
     with MessageStore(store_dir, **CONFIG) as s:
@@ -76,6 +84,7 @@ def store(store_dir: Path) -> Iterator[MessageStore]:
             [{"topic": "Base", "body": f"m{i}".encode(), "queue_id": i % 4} for i in range(20)]
         )
         s.flush()
+        wait_dispatched(s)
         yield s
 
 

@@ -17,9 +17,17 @@ Example::
 Main names:
 
 * :class:`MessageStore`: open a store; ``put``, ``put_batch`` (dicts or Arrow),
-  ``look_message_by_offset``, ``scan``, ``flush``, ``close``.
-* :class:`PutResult`, :class:`Message`: what writes return and reads yield.
+  ``look_message_by_offset``, ``scan``, ``flush``, ``close``; the read path ``get_message``,
+  ``pull`` (long polling), ``query_message``, ``view_message_by_id``, consumer offsets; and
+  the Arrow reads ``read_arrow``, ``get_message_arrow``, ``read_consume_queue``,
+  ``read_index``.
+* :class:`PutResult`, :class:`Message`, :class:`GetResult` (with :class:`GetMessageStatus`):
+  what writes return and reads yield.
+* :data:`MESSAGE_SCHEMA`: the ``pyarrow.Schema`` of the Arrow message batches (importing it
+  imports pyarrow).
 * :func:`config_fields`: every configuration keyword with its default and range.
+* :func:`rebuild_indexes`: offline repair, rewrites consume queues and index files of a
+  closed store from its commit log.
 * :mod:`rocketstore.exceptions`: the exception tree (root :class:`MessageStoreError`).
 
 The command line tool ``rocketstore`` (``rocketstore --help``) runs a demo and inspects stores.
@@ -27,16 +35,20 @@ The command line tool ``rocketstore`` (``rocketstore --help``) runs a demo and i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rocketstore import exceptions
 from rocketstore._native import (
     ConfigField,
+    GetResult,
     Message,
     PutResult,
     ScanIterator,
     __version__,
     config_fields,
+    rebuild_indexes,
 )
-from rocketstore._store import MessageStore
+from rocketstore._store import GetMessageStatus, MessageStore
 from rocketstore.exceptions import (
     CorruptionError,
     DiskFullError,
@@ -54,10 +66,16 @@ from rocketstore.exceptions import (
     UnsupportedFormatError,
 )
 
+if TYPE_CHECKING:
+    from rocketstore._arrow import MESSAGE_SCHEMA as MESSAGE_SCHEMA
+
 __all__ = [
+    "MESSAGE_SCHEMA",
     "ConfigField",
     "CorruptionError",
     "DiskFullError",
+    "GetMessageStatus",
+    "GetResult",
     "InvalidConfigError",
     "InvalidMessageError",
     "Message",
@@ -77,4 +95,14 @@ __all__ = [
     "__version__",
     "config_fields",
     "exceptions",
+    "rebuild_indexes",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # MESSAGE_SCHEMA is a pyarrow object: pyarrow is imported only when it is first used.
+    if name == "MESSAGE_SCHEMA":
+        from rocketstore._arrow import MESSAGE_SCHEMA
+
+        return MESSAGE_SCHEMA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

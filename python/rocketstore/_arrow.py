@@ -1,4 +1,6 @@
-"""Arrow input for ``MessageStore.put_batch``: columns in, raw buffers across, results out.
+"""Arrow for ``MessageStore``: ``put_batch`` input, and the Arrow reads.
+
+Input (``put_batch``): columns in, raw buffers across, results out.
 
 Each input column is normalized with pyarrow (chunks combined, cast to one canonical type)
 and described to the native module as raw buffers (``bytes``) plus its validity bitmap and
@@ -17,6 +19,13 @@ Descriptor formats (all integers in native byte order, as Arrow keeps them in me
 
 ``validity`` is ``None`` (no nulls) or the bytes of an Arrow validity bitmap in which bit
 ``bit_offset + i`` is row ``i``.
+
+Output of the reads (``read_arrow``, ``get_message_arrow``, ``read_consume_queue``,
+``read_index``): the native module decodes the records straight from the store's mapping into
+column buffers with the GIL released and hands them over as ``bytes``: a fixed-width column
+as one buffer of values, a string/binary column as ``(validity, int32 offsets, data)``, the
+``properties`` map as ``(int32 offsets, key offsets, key data, value offsets, value data)``.
+They are wrapped here with ``pa.Array.from_buffers`` (no Python object per row).
 """
 
 from __future__ import annotations
@@ -31,7 +40,16 @@ from rocketstore.exceptions import InvalidMessageError
 if TYPE_CHECKING:
     from rocketstore._native import MessageStore as _NativeStore
 
-__all__ = ["RESULT_SCHEMA", "put_arrow"]
+__all__ = [
+    "CONSUME_QUEUE_SCHEMA",
+    "INDEX_SCHEMA",
+    "MESSAGE_SCHEMA",
+    "RESULT_SCHEMA",
+    "consume_queue_batch",
+    "index_batch",
+    "message_batch",
+    "put_arrow",
+]
 
 #: The columns put_batch accepts (put()'s argument names).
 COLUMNS = (
@@ -45,9 +63,12 @@ COLUMNS = (
     "born_timestamp",
     "born_host",
     "store_host",
+    "delay_level",
+    "transaction",
+    "prepared_transaction_offset",
 )
-_TEXT_COLUMNS = ("topic", "tags", "born_host", "store_host")
-_INT_COLUMNS = ("queue_id", "flag")
+_TEXT_COLUMNS = ("topic", "tags", "born_host", "store_host", "transaction")
+_INT_COLUMNS = ("queue_id", "flag", "delay_level", "prepared_transaction_offset")
 
 #: Schema of the RecordBatch put_batch returns for Arrow input.
 RESULT_SCHEMA = pa.schema(
@@ -60,6 +81,61 @@ RESULT_SCHEMA = pa.schema(
         pa.field("store_timestamp", pa.int64(), nullable=False),
     ]
 )
+
+_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
+
+#: Schema of the message batches ``read_arrow`` and ``get_message_arrow`` return.
+#:
+#: ``tags``, ``keys`` (the raw ``KEYS`` property: keys separated by spaces) and ``uniq_key`` are
+#: null when the message has none; ``properties`` holds every stored property (including
+#: ``TAGS``, ``KEYS`` and ``UNIQ_KEY``); ``msg_id`` is the offset message id.
+_MESSAGE_FIELDS: list[pa.Field[Any]] = [
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("queue_id", pa.int32(), nullable=False),
+    pa.field("queue_offset", pa.int64(), nullable=False),
+    pa.field("commitlog_offset", pa.int64(), nullable=False),
+    pa.field("store_size", pa.int32(), nullable=False),
+    pa.field("body", pa.binary(), nullable=False),
+    pa.field("body_crc", pa.int32(), nullable=False),
+    pa.field("flag", pa.int32(), nullable=False),
+    pa.field("sys_flag", pa.int32(), nullable=False),
+    pa.field("tags", pa.string()),
+    pa.field("keys", pa.string()),
+    pa.field("properties", pa.map_(pa.string(), pa.string()), nullable=False),
+    pa.field("born_timestamp", _TIMESTAMP_MS, nullable=False),
+    pa.field("born_host", pa.string(), nullable=False),
+    pa.field("store_timestamp", _TIMESTAMP_MS, nullable=False),
+    pa.field("store_host", pa.string(), nullable=False),
+    pa.field("reconsume_times", pa.int32(), nullable=False),
+    pa.field("prepared_transaction_offset", pa.int64(), nullable=False),
+    pa.field("msg_id", pa.string(), nullable=False),
+    pa.field("uniq_key", pa.string()),
+]
+MESSAGE_SCHEMA = pa.schema(_MESSAGE_FIELDS)
+
+#: Schema of ``read_consume_queue`` batches: one row per 20-byte consume queue unit.
+_CONSUME_QUEUE_FIELDS: list[pa.Field[Any]] = [
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("queue_id", pa.int32(), nullable=False),
+    pa.field("queue_offset", pa.int64(), nullable=False),
+    pa.field("commitlog_offset", pa.int64(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),
+    pa.field("tags_code", pa.int64(), nullable=False),
+]
+CONSUME_QUEUE_SCHEMA = pa.schema(_CONSUME_QUEUE_FIELDS)
+
+#: Schema of ``read_index`` batches: one row per index entry of every index file.
+_INDEX_FIELDS: list[pa.Field[Any]] = [
+    pa.field("file", pa.string(), nullable=False),
+    pa.field("file_begin_timestamp", _TIMESTAMP_MS, nullable=False),
+    pa.field("slot", pa.int32(), nullable=False),
+    pa.field("entry", pa.int32(), nullable=False),
+    pa.field("key_hash", pa.int32(), nullable=False),
+    pa.field("commitlog_offset", pa.int64(), nullable=False),
+    pa.field("time_diff_s", pa.int32(), nullable=False),
+    pa.field("prev_index", pa.int32(), nullable=False),
+]
+INDEX_SCHEMA = pa.schema(_INDEX_FIELDS)
 
 _Descriptor = tuple[Any, ...]
 
@@ -264,3 +340,47 @@ def put_arrow(store: _NativeStore, data: pa.RecordBatch | pa.Table) -> pa.Record
         return pa.RecordBatch.from_pylist([], schema=RESULT_SCHEMA)
     columns = {name: _describe(name, _single(data.column(name))) for name in names}
     return _results(num_rows, store._put_columns(num_rows, columns))
+
+
+# ---- reads ------------------------------------------------------------------------------
+
+
+def _string_array(t: pa.DataType, n: int, desc: tuple[Any, ...]) -> Any:
+    validity, offsets, data = desc
+    bitmap = None if validity is None else pa.py_buffer(validity)
+    return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _columns(schema: pa.Schema, n: int, columns: tuple[Any, ...]) -> pa.RecordBatch:
+    arrays: list[Any] = []
+    for field, desc in zip(schema, columns, strict=True):
+        t = field.type
+        if pa.types.is_map(t):
+            offsets, key_offsets, key_data, value_offsets, value_data = desc
+            entries = len(key_offsets) // 4 - 1
+            keys = _string_array(pa.string(), entries, (None, key_offsets, key_data))
+            values = _string_array(pa.string(), entries, (None, value_offsets, value_data))
+            map_offsets: Any = pa.Array.from_buffers(
+                pa.int32(), n + 1, [None, pa.py_buffer(offsets)]
+            )
+            arrays.append(pa.MapArray.from_arrays(map_offsets, keys, values))
+        elif isinstance(desc, tuple):
+            arrays.append(_string_array(t, n, desc))
+        else:
+            arrays.append(pa.Array.from_buffers(t, n, [None, pa.py_buffer(desc)]))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def message_batch(num_rows: int, columns: tuple[Any, ...]) -> pa.RecordBatch:
+    """The ``MESSAGE_SCHEMA`` batch of the native message column buffers."""
+    return _columns(MESSAGE_SCHEMA, num_rows, columns)
+
+
+def consume_queue_batch(num_rows: int, columns: tuple[Any, ...]) -> pa.RecordBatch:
+    """The ``CONSUME_QUEUE_SCHEMA`` batch of the native consume queue column buffers."""
+    return _columns(CONSUME_QUEUE_SCHEMA, num_rows, columns)
+
+
+def index_batch(num_rows: int, columns: tuple[Any, ...]) -> pa.RecordBatch:
+    """The ``INDEX_SCHEMA`` batch of the native index column buffers."""
+    return _columns(INDEX_SCHEMA, num_rows, columns)

@@ -11,6 +11,7 @@ from typing import Any, Literal, Self, TypeAlias, final
 
 from typing_extensions import disjoint_base
 
+from rocketstore._store import GetMessageStatus
 from rocketstore.exceptions import (
     CorruptionError as CorruptionError,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "ConfigField",
     "CorruptionError",
     "DiskFullError",
+    "GetResult",
     "InvalidConfigError",
     "InvalidMessageError",
     "Message",
@@ -76,6 +78,7 @@ __all__ = [
     "UnsupportedFormatError",
     "__version__",
     "config_fields",
+    "rebuild_indexes",
 ]
 
 __version__: str
@@ -159,6 +162,36 @@ class Message:
     def __hash__(self) -> int: ...
 
 @final
+class GetResult:
+    """The result of ``get_message`` / ``pull`` (RocketMQ ``GetMessageResult``).
+
+    Example::
+
+        r = store.get_message("TopicTest", 0, 0, 32)
+        if r.status is GetMessageStatus.FOUND:
+            for m in r.messages:
+                print(m.queue_offset, m.body)
+        offset = r.next_begin_offset
+    """
+
+    @property
+    def status(self) -> GetMessageStatus:
+        """What happened (a ``str`` enum equal to RocketMQ's name, e.g. ``"FOUND"``)."""
+    @property
+    def next_begin_offset(self) -> int:
+        """Where the next read of this queue should start (RocketMQ's nextBeginOffset)."""
+    @property
+    def min_offset(self) -> int:
+        """The queue's first offset."""
+    @property
+    def max_offset(self) -> int:
+        """The queue's end: the offset the next message will get."""
+    @property
+    def messages(self) -> list[Message]:
+        """The messages found, in queue order (a new list on each access)."""
+    def __len__(self) -> int: ...
+
+@final
 class ScanIterator:
     """Iterator over the messages of a store (see ``MessageStore.scan``)."""
 
@@ -213,7 +246,29 @@ class MessageStore:
         born_timestamp: int | None = None,
         born_host: str | None = None,
         store_host: str | None = None,
-    ) -> PutResult: ...
+        delay_level: int = 0,
+        transaction: Literal["prepared", "commit", "rollback"] | None = None,
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult:
+        """Puts one message and returns its :class:`PutResult`.
+
+        ``delay_level`` (1-based) stores the message in ``SCHEDULE_TOPIC_XXXX`` queue
+        ``delay_level - 1`` with ``REAL_TOPIC``/``REAL_QID``/``DELAY``; ``transaction`` makes it
+        a prepared (half), commit or rollback record (prepared and rollback records get no
+        consume queue entry and queue offset 0).
+
+        Example::
+
+            r = store.put("TopicTest", b"hello", tags="TagA", keys=["order-42"])
+            later = store.put("TopicTest", b"in 5 s", delay_level=2)
+            half = store.put("TopicTest", b"tx", transaction="prepared")
+            store.put(
+                "TopicTest",
+                b"tx",
+                transaction="commit",
+                prepared_transaction_offset=half.commitlog_offset,
+            )
+        """
     def put_batch(self, messages: Sequence[Mapping[str, Any]]) -> list[PutResult]: ...
     def _put_columns(
         self, num_rows: int, columns: dict[str, tuple[Any, ...]]
@@ -227,6 +282,179 @@ class MessageStore:
     def queue_offsets(self) -> list[tuple[str, int, int]]: ...
     def flush_count(self) -> int: ...
     def commitlog_files(self) -> list[str]: ...
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_messages: int = 32,
+        *,
+        max_total_bytes: int | None = None,
+        tags: str | None = None,
+    ) -> GetResult:
+        """Reads up to ``max_messages`` messages of a queue from ``offset`` (RocketMQ
+        ``getMessage``); "nothing to return" is a status of the result, never an exception.
+
+        Example::
+
+            r = store.get_message("TopicTest", 0, 0, 32, tags="TagA || TagB")
+            for m in r.messages:
+                print(m.body)
+            offset = r.next_begin_offset
+        """
+    def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_messages: int = 32,
+        *,
+        timeout_ms: int = 15000,
+        tags: str | None = None,
+        max_total_bytes: int | None = None,
+    ) -> GetResult:
+        """Long polling: like :meth:`get_message`, but waits up to ``timeout_ms`` for a
+        matching message to arrive (GIL released; Ctrl-C interrupts it on the main thread).
+
+        Example::
+
+            end = store.max_offset_in_queue("TopicTest", 0)
+            r = store.pull("TopicTest", 0, end, timeout_ms=5_000)
+        """
+    def query_message(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 32,
+        begin: int = 0,
+        end: int | None = None,
+    ) -> list[Message]:
+        """Messages of ``topic`` whose ``KEYS`` entry or ``UNIQ_KEY`` equals ``key``, stored in
+        ``[begin, end]`` (epoch ms), at most ``max_num``, in commit log order.
+
+        Example::
+
+            store.put("TopicTest", b"order", keys=["order-42"])
+            [m] = store.query_message("TopicTest", "order-42")
+        """
+    def view_message_by_id(self, msg_id: str) -> Message:
+        """The message with an offset message id (``PutResult.msg_id``).
+
+        Example::
+
+            r = store.put("TopicTest", b"hello")
+            assert store.view_message_by_id(r.msg_id).body == b"hello"
+        """
+    def get_offset_in_queue_by_time(
+        self,
+        topic: str,
+        queue_id: int,
+        timestamp_ms: int,
+        boundary: Literal["lower", "upper"] = "lower",
+    ) -> int:
+        """The queue offset of the first message stored at/after ``timestamp_ms`` (``"lower"``)
+        or of the last one stored at/before it (``"upper"``).
+
+        Example::
+
+            offset = store.get_offset_in_queue_by_time("TopicTest", 0, since_ms)
+        """
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The first queue offset still stored (0 for an unknown queue).
+
+        Example::
+
+            lo = store.min_offset_in_queue("TopicTest", 0)
+        """
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The offset the queue's next message will get (0 for an unknown queue).
+
+        Example::
+
+            hi = store.max_offset_in_queue("TopicTest", 0)
+        """
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """STORETIMESTAMP of the queue's first stored message, or -1.
+
+        Example::
+
+            oldest_ms = store.get_earliest_message_time("TopicTest", 0)
+        """
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """STORETIMESTAMP of the message at ``queue_offset``, or -1.
+
+        Example::
+
+            ts = store.get_message_store_timestamp("TopicTest", 0, 0)
+        """
+    def consume_queues(self) -> list[tuple[str, int, int, int]]:
+        """Every consume queue as ``(topic, queue_id, min_offset, max_offset)``, sorted.
+
+        Example::
+
+            for topic, queue_id, lo, hi in store.consume_queues():
+                print(topic, queue_id, hi - lo)
+        """
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Records ``group``'s next offset in a queue (persisted to
+        ``config/consumerOffset.json``).
+
+        Example::
+
+            store.commit_offset("my-group", "TopicTest", 0, r.next_begin_offset)
+        """
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """``group``'s committed offset in a queue, or -1.
+
+        Example::
+
+            offset = store.query_offset("my-group", "TopicTest", 0)
+        """
+    def stats(self) -> dict[str, Any]:
+        """Statistics (put/get per topic, put latency buckets, flush and dispatch lag, ...).
+
+        Example::
+
+            print(store.stats()["put_by_topic"])
+        """
+    def delete_expired_files(self, force: bool = False) -> dict[str, Any]:
+        """Runs one cleanup pass now (RocketMQ ``executeDeleteFilesManually``): commit log files
+        older than ``file_reserved_time`` hours (``force=True``: every deletable one), then the
+        consume queue and index files covering only deleted data. Returns a report dict.
+
+        Example::
+
+            report = store.delete_expired_files(force=True)
+            print(report["commitlog_files_deleted"], report["min_commitlog_offset"])
+        """
+    def is_disk_full(self) -> bool:
+        """True while puts are refused because the disk usage is too high.
+
+        Example::
+
+            if store.is_disk_full():
+                store.delete_expired_files(force=True)
+        """
+    def _set_clock_ms(self, now_ms: int | None) -> None: ...
+    def _set_disk_usage(self, ratio: float | None) -> None: ...
+    def _read_log_columns(
+        self, from_offset: int, max_messages: int, end_offset: int | None, verify_crc: bool
+    ) -> tuple[int, int, tuple[Any, ...]]: ...
+    def _read_queue_columns(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_messages: int,
+        end_offset: int | None,
+        verify_crc: bool,
+        tags: str | None,
+    ) -> tuple[int, int, tuple[Any, ...]]: ...
+    def _read_cq_columns(
+        self, topic: str, queue_id: int, offset: int, max_units: int
+    ) -> tuple[int, tuple[Any, ...]]: ...
+    def _read_index_columns(self) -> tuple[int, tuple[Any, ...]]: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
@@ -248,3 +476,11 @@ class MessageStore:
     def __reduce__(self) -> tuple[Any, ...]: ...
 
 def config_fields() -> list[ConfigField]: ...
+def rebuild_indexes(path: str | os.PathLike[str], **config: _ConfigValue) -> dict[str, Any]:
+    """Rebuilds the consume queues and index files of a closed store from its commit log.
+
+    Example::
+
+        report = rocketstore.rebuild_indexes("/data/store")
+        print(report["records"], "records re-dispatched")
+    """

@@ -17,7 +17,7 @@ that already handles ``OSError``, ``ValueError`` or ``IndexError`` keeps working
     ├── StoreForkedError(MessageStoreError)
     ├── InvalidConfigError(MessageStoreError, ValueError) .key .suggestions
     └── InvalidMessageError(MessageStoreError, ValueError)  .field
-        └── MessageTooLargeError(InvalidMessageError)      .size .max
+        └── MessageTooLargeError(InvalidMessageError)      .size .max .index
 
 Arguments of the wrong Python type raise the built-in :class:`TypeError` (never one of
 these). No rocketstore call raises ``pyo3_runtime.PanicException``.
@@ -210,8 +210,10 @@ class MessageTooLargeError(InvalidMessageError):
     """A body, the encoded properties or the whole record is larger than allowed.
 
     ``size`` is its size in bytes and ``max`` the limit; ``field`` is ``"body"``,
-    ``"properties"`` or ``"record"``.
+    ``"properties"`` or ``"record"``; ``index`` is the message's position in a ``put_batch``
+    of several messages (None for a single message).
     """
 
     size: int | None = None
     max: int | None = None
+    index: int | None = None

@@ -22,9 +22,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use rocketstore::{HostAddr, PutMessage, PutStatus, Store};
+use rocketstore::{HostAddr, PutMessage, PutStatus, Store, TransactionType};
 
-use crate::convert::PUT_FIELDS;
+use crate::convert::{PUT_FIELDS, TRANSACTION_NAMES};
 use crate::error::{invalid_message, invalid_message_field, map_error};
 
 /// A conversion failure of row data, raised as `InvalidMessageError` after re-attaching.
@@ -332,6 +332,9 @@ struct Columns {
     born_timestamp: Option<IntCol>,
     born_host: Option<BinaryCol>,
     store_host: Option<BinaryCol>,
+    delay_level: Option<IntCol>,
+    transaction: Option<BinaryCol>,
+    prepared_transaction_offset: Option<IntCol>,
 }
 
 impl Columns {
@@ -390,6 +393,9 @@ impl Columns {
             born_timestamp: int("born_timestamp")?,
             born_host: binary("born_host")?,
             store_host: binary("store_host")?,
+            delay_level: int("delay_level")?,
+            transaction: binary("transaction")?,
+            prepared_transaction_offset: int("prepared_transaction_offset")?,
         })
     }
 
@@ -495,6 +501,36 @@ impl Columns {
                     ))
                 })?,
             };
+            let delay_level = match self.delay_level.as_ref().and_then(|c| c.get(i)) {
+                None => 0,
+                Some(d) => i32::try_from(d).map_err(|_| {
+                    Failure::Row(RowError::new(
+                        "delay_level",
+                        i,
+                        format!("{d} is outside the 32-bit range"),
+                    ))
+                })?,
+            };
+            let transaction = match &self.transaction {
+                None => TransactionType::NotType,
+                Some(c) => match c.get_str(i, i, "transaction")? {
+                    None => TransactionType::NotType,
+                    Some(t) => TRANSACTION_NAMES
+                        .iter()
+                        .find(|(n, _)| *n == t)
+                        .map(|(_, ty)| *ty)
+                        .ok_or_else(|| {
+                            Failure::Row(RowError::new(
+                                "transaction",
+                                i,
+                                format!(
+                                    "{t:?} is not one of \"prepared\", \"commit\", \"rollback\" \
+                                     (or null)"
+                                ),
+                            ))
+                        })?,
+                },
+            };
             let tags = match &self.tags {
                 Some(c) => c.get_str(i, i, "tags")?,
                 None => None,
@@ -548,6 +584,13 @@ impl Columns {
                 born_timestamp: self.born_timestamp.as_ref().and_then(|c| c.get(i)),
                 born_host,
                 store_host,
+                delay_level,
+                transaction,
+                prepared_transaction_offset: self
+                    .prepared_transaction_offset
+                    .as_ref()
+                    .and_then(|c| c.get(i))
+                    .unwrap_or(0),
                 ..PutMessage::default()
             });
         }
@@ -600,7 +643,7 @@ struct Output {
 /// the rest is kept as the host's prefix for the following rows; otherwise every id of that
 /// host is computed by the format crate.
 #[derive(Debug, Default)]
-struct MsgIds {
+pub(crate) struct MsgIds {
     host: Option<HostAddr>,
     prefix: Vec<u8>,
     fast: bool,
@@ -621,22 +664,27 @@ impl MsgIds {
         if r.commitlog_offset < 0 {
             return; // not written: empty id, like PutResult::msg_id
         }
-        if self.host == Some(r.store_host) {
+        self.push_id(out, r.store_host, r.commitlog_offset);
+    }
+
+    /// Appends the offset message id of (`host`, `offset`) to `out`.
+    pub(crate) fn push_id(&mut self, out: &mut Vec<u8>, host: HostAddr, offset: i64) {
+        if self.host == Some(host) {
             if self.fast {
                 out.extend_from_slice(&self.prefix);
-                push_hex16(out, r.commitlog_offset);
+                push_hex16(out, offset);
             } else {
-                out.extend_from_slice(r.msg_id().as_bytes());
+                out.extend_from_slice(rocketstore_format::offset_msg_id(&host, offset).as_bytes());
             }
             return;
         }
-        let full = r.msg_id();
+        let full = rocketstore_format::offset_msg_id(&host, offset);
         let mut digits = Vec::with_capacity(16);
-        push_hex16(&mut digits, r.commitlog_offset);
+        push_hex16(&mut digits, offset);
         let split = full.len().saturating_sub(16);
         self.fast = full.as_bytes().get(split..) == Some(&digits[..]);
         self.prefix = full.as_bytes().get(..split).unwrap_or_default().to_vec();
-        self.host = Some(r.store_host);
+        self.host = Some(host);
         out.extend_from_slice(full.as_bytes());
     }
 }

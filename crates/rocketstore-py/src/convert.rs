@@ -9,7 +9,7 @@ use pyo3::exceptions::PyUnicodeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
-use rocketstore::{HostAddr, PutMessage, StoredMessage};
+use rocketstore::{HostAddr, PutMessage, StoredMessage, TransactionType};
 
 use crate::error::{invalid_message, type_error};
 
@@ -50,6 +50,40 @@ pub(crate) struct OwnedMessage {
     pub(crate) born_timestamp: Option<i64>,
     pub(crate) born_host: Option<HostAddr>,
     pub(crate) store_host: Option<HostAddr>,
+    pub(crate) delay_level: i32,
+    pub(crate) transaction: TransactionType,
+    pub(crate) prepared_transaction_offset: i64,
+}
+
+/// The accepted `transaction` values and their engine types.
+pub(crate) const TRANSACTION_NAMES: [(&str, TransactionType); 3] = [
+    ("prepared", TransactionType::Prepared),
+    ("commit", TransactionType::Commit),
+    ("rollback", TransactionType::Rollback),
+];
+
+/// A `transaction` value: `"prepared"`, `"commit"` or `"rollback"` (`None`: an ordinary
+/// message).
+pub(crate) fn parse_transaction(
+    s: Option<&str>,
+    index: Option<usize>,
+) -> PyResult<TransactionType> {
+    let Some(s) = s else {
+        return Ok(TransactionType::NotType);
+    };
+    TRANSACTION_NAMES
+        .iter()
+        .find(|(n, _)| *n == s)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            invalid_message(
+                "transaction",
+                index,
+                format_args!(
+                    "{s:?} is not one of \"prepared\", \"commit\", \"rollback\" (or None)"
+                ),
+            )
+        })
 }
 
 /// Python's `repr()` of a string (quotes and escapes as Python prints them).
@@ -58,7 +92,7 @@ pub(crate) fn py_repr(py: Python<'_>, s: &str) -> PyResult<String> {
 }
 
 /// The names `put` accepts as keywords, which are also the keys of a `put_batch` dict.
-pub(crate) const PUT_FIELDS: [&str; 10] = [
+pub(crate) const PUT_FIELDS: [&str; 13] = [
     "topic",
     "body",
     "queue_id",
@@ -69,6 +103,9 @@ pub(crate) const PUT_FIELDS: [&str; 10] = [
     "born_timestamp",
     "born_host",
     "store_host",
+    "delay_level",
+    "transaction",
+    "prepared_transaction_offset",
 ];
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -313,6 +350,9 @@ pub(crate) struct PutArgs<'a, 'py> {
     pub(crate) born_timestamp: Option<&'a Bound<'py, PyAny>>,
     pub(crate) born_host: Option<&'a Bound<'py, PyAny>>,
     pub(crate) store_host: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) delay_level: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) transaction: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) prepared_transaction_offset: Option<&'a Bound<'py, PyAny>>,
 }
 
 impl PutArgs<'_, '_> {
@@ -347,10 +387,22 @@ impl PutArgs<'_, '_> {
             Some(t) if !t.is_none() => Some(extract_i64(t, "born_timestamp", at)?),
             _ => None,
         };
+        let delay_level = self
+            .delay_level
+            .map_or(Ok(0), |d| extract_i32(d, "delay_level", at))?;
+        let prepared_transaction_offset = match self.prepared_transaction_offset {
+            Some(p) => extract_i64(p, "prepared_transaction_offset", at)?,
+            None => 0,
+        };
+        let transaction = extract_opt_str(self.transaction, "transaction", at)?;
+        let transaction = parse_transaction(transaction.as_deref(), at.index)?;
         Ok(OwnedMessage {
             topic,
             body,
             queue_id,
+            delay_level,
+            transaction,
+            prepared_transaction_offset,
             tags: extract_opt_str(self.tags, "tags", at)?,
             keys: extract_keys(self.keys, at)?,
             properties: extract_properties(self.properties, at)?,
@@ -399,6 +451,9 @@ pub(crate) fn message_from_mapping(obj: &Bound<'_, PyAny>, index: usize) -> PyRe
             "born_timestamp" => &mut args.born_timestamp,
             "born_host" => &mut args.born_host,
             "store_host" => &mut args.store_host,
+            "delay_level" => &mut args.delay_level,
+            "transaction" => &mut args.transaction,
+            "prepared_transaction_offset" => &mut args.prepared_transaction_offset,
             other => {
                 return Err(crate::error::invalid_message_field(
                     other,
@@ -468,6 +523,9 @@ impl<'a> Views<'a> {
                 born_timestamp: m.born_timestamp,
                 born_host: m.born_host,
                 store_host: m.store_host,
+                delay_level: m.delay_level,
+                transaction: m.transaction,
+                prepared_transaction_offset: m.prepared_transaction_offset,
                 ..PutMessage::default()
             })
             .collect()

@@ -197,13 +197,22 @@ pub(crate) fn map_error(py: Python<'_>, e: &Error) -> PyErr {
             exc::InvalidConfigError::new_err(msg),
             [("key", Attr::Str(key.clone()))],
         ),
-        Error::MessageTooLarge { field, size, max } => with_attrs(
+        Error::MessageTooLarge {
+            field,
+            size,
+            max,
+            index,
+        } => with_attrs(
             py,
             exc::MessageTooLargeError::new_err(msg),
             [
                 ("field", Attr::Str((*field).to_string())),
                 ("size", Attr::UInt(*size as u64)),
                 ("max", Attr::UInt(*max as u64)),
+                (
+                    "index",
+                    index.map_or(Attr::None(None), |i| Attr::UInt(i as u64)),
+                ),
             ],
         ),
         Error::OffsetOutOfRange {

@@ -10,12 +10,16 @@
 //! - `convert`: put arguments in, `PutResult`/`Message` out.
 //! - `store`: the `MessageStore` handle and its scan iterator (GIL release, fork guard).
 //! - `arrow`: the columnar put for Arrow batches (raw buffers in and out).
+//! - `arrow_read`: the Arrow reads (messages, consume queue units, index entries as columns).
+//! - `read`: `GetResult` and the statistics dict of the read path.
 //! - `config`: `**config` keywords and the configuration field table.
 
 mod arrow;
+mod arrow_read;
 mod config;
 mod convert;
 mod error;
+mod read;
 mod store;
 
 use pyo3::prelude::*;
@@ -28,7 +32,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::ScanIterator>()?;
     m.add_class::<convert::PutResult>()?;
     m.add_class::<convert::Message>()?;
+    m.add_class::<read::GetResult>()?;
     m.add_class::<config::ConfigField>()?;
     m.add_function(wrap_pyfunction!(config::config_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(store::rebuild_indexes, m)?)?;
     Ok(())
 }

@@ -10,21 +10,35 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use rocketstore::{Error, Scanner, Store, StoredMessage};
+use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 
 use crate::arrow;
+use crate::arrow_read;
 use crate::config::{config_from_kwargs, config_values};
 use crate::convert::{
     message_from_mapping, to_i32, At, Message, OwnedMessage, PutArgs, PutResult, Views,
 };
-use crate::error::{forked, map_error};
+use crate::error::{forked, invalid_message, map_error};
+use crate::read::{pull_waits, stats_dict, GetResult};
 
 /// Messages fetched from the engine per round trip when iterating a scan.
 const SCAN_BATCH: usize = 1024;
+
+/// How often a `pull` waiting on the main thread wakes up to let Python handle signals.
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// True when called on Python's main thread (the only one that handles signals).
+fn is_main_thread(py: Python<'_>) -> PyResult<bool> {
+    let threading = py.import("threading")?;
+    let current = threading.call_method0("get_ident")?;
+    let main = threading.call_method0("main_thread")?.getattr("ident")?;
+    current.eq(main)
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned mutex only means another thread panicked while holding it; the guarded
@@ -184,6 +198,14 @@ impl MessageStore {
     /// milliseconds (default: now); ``born_host``/``store_host`` are ``"ip:port"`` strings
     /// (default: the configured ``store_host``).
     ///
+    /// ``delay_level`` (1-based, RocketMQ's ``messageDelayLevel`` table) stores the message in
+    /// ``SCHEDULE_TOPIC_XXXX`` queue ``delay_level - 1`` with the ``REAL_TOPIC``, ``REAL_QID``
+    /// and ``DELAY`` properties, as a broker does. ``transaction`` is ``None`` (an ordinary
+    /// message), ``"prepared"`` (a half message: no consume queue entry, queue offset 0),
+    /// ``"commit"`` or ``"rollback"`` (no consume queue entry);
+    /// ``prepared_transaction_offset`` is the commit log offset of the half message a commit or
+    /// rollback record refers to.
+    ///
     /// Raises :class:`InvalidMessageError` (a ``ValueError``) for a bad value and ``TypeError``
     /// for a wrong type; nothing is written then.
     ///
@@ -194,7 +216,7 @@ impl MessageStore {
     ///               keys=["order-42"], properties={"source": "web"})
     /// assert r.ok, r.status
     /// ```
-    #[pyo3(signature = (topic, body, *, queue_id = 0, tags = None, keys = None, properties = None, flag = 0, born_timestamp = None, born_host = None, store_host = None))]
+    #[pyo3(signature = (topic, body, *, queue_id = 0, tags = None, keys = None, properties = None, flag = 0, born_timestamp = None, born_host = None, store_host = None, delay_level = 0, transaction = None, prepared_transaction_offset = 0))]
     #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
@@ -209,6 +231,9 @@ impl MessageStore {
         born_timestamp: Option<i64>,
         born_host: Option<&Bound<'_, PyAny>>,
         store_host: Option<&Bound<'_, PyAny>>,
+        delay_level: i64,
+        transaction: Option<&Bound<'_, PyAny>>,
+        prepared_transaction_offset: i64,
     ) -> PyResult<PutResult> {
         self.check_pid()?;
         let at = At { index: None };
@@ -220,12 +245,15 @@ impl MessageStore {
             properties,
             born_host,
             store_host,
+            transaction,
             ..PutArgs::default()
         };
         let mut msg = args.convert(at)?;
         msg.queue_id = to_i32(queue_id, "queue_id", at)?;
         msg.flag = to_i32(flag, "flag", at)?;
         msg.born_timestamp = born_timestamp;
+        msg.delay_level = to_i32(delay_level, "delay_level", at)?;
+        msg.prepared_transaction_offset = prepared_transaction_offset;
         let results = self.put_owned(py, vec![msg])?;
         results
             .first()
@@ -457,6 +485,513 @@ impl MessageStore {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect())
+    }
+
+    /// Reads up to ``max_messages`` messages of one queue from queue ``offset`` (RocketMQ
+    /// ``getMessage``) and returns a :class:`GetResult`.
+    ///
+    /// ``tags`` is a subscription expression: ``None`` or ``"*"`` for every message, else tags
+    /// separated by ``||`` (``"TagA || TagB"``). ``max_total_bytes`` caps the bytes returned.
+    /// Nothing to return is a status, never an exception: ``OFFSET_OVERFLOW_ONE`` when
+    /// ``offset`` is the queue's end, ``OFFSET_TOO_SMALL`` below its first offset,
+    /// ``NO_MESSAGE_IN_QUEUE`` for an empty or unknown queue, ``NO_MATCHED_MESSAGE`` when no
+    /// scanned message matched the tags, ... (see :class:`rocketstore.GetMessageStatus`). Read
+    /// from ``result.next_begin_offset`` next.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// offset = 0
+    /// while True:
+    ///     r = store.get_message("TopicTest", 0, offset, 32, tags="TagA || TagB")
+    ///     for m in r.messages:
+    ///         handle(m)
+    ///     if r.status is not rocketstore.GetMessageStatus.FOUND and r.next_begin_offset == offset:
+    ///         break
+    ///     offset = r.next_begin_offset
+    /// ```
+    #[pyo3(signature = (topic, queue_id, offset, max_messages = 32, *, max_total_bytes = None, tags = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn get_message(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_messages: usize,
+        max_total_bytes: Option<u64>,
+        tags: Option<&str>,
+    ) -> PyResult<GetResult> {
+        let r = self.enter(py, |s| {
+            s.get_message(topic, queue_id, offset, max_messages, max_total_bytes, tags)
+        })?;
+        GetResult::from_engine(py, r)
+    }
+
+    /// Long polling: like :meth:`get_message`, but when there is nothing (matching) to return
+    /// yet, waits up to ``timeout_ms`` milliseconds for a message to arrive in the queue, and
+    /// returns as soon as one does.
+    ///
+    /// The GIL is released while waiting; idle waiters cost no CPU (they sleep until a put to
+    /// their queue is dispatched). On the main thread the wait is sliced so that Ctrl-C
+    /// (``KeyboardInterrupt``) interrupts it within about 0.1 s. Messages that do not match
+    /// ``tags`` do not end the wait; ``next_begin_offset`` moves past them. On timeout the
+    /// result has the status of the last look (e.g. ``OFFSET_OVERFLOW_ONE``) and no messages.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// offset = store.max_offset_in_queue("TopicTest", 0)
+    /// r = store.pull("TopicTest", 0, offset, timeout_ms=5_000)  # another thread puts
+    /// if r.status is rocketstore.GetMessageStatus.FOUND:
+    ///     print([m.body for m in r.messages])
+    /// ```
+    #[pyo3(signature = (topic, queue_id, offset, max_messages = 32, *, timeout_ms = 15000, tags = None, max_total_bytes = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn pull(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_messages: usize,
+        timeout_ms: i64,
+        tags: Option<&str>,
+        max_total_bytes: Option<u64>,
+    ) -> PyResult<GetResult> {
+        let store = self.store(py)?;
+        let Ok(timeout) = u64::try_from(timeout_ms) else {
+            return Err(invalid_message(
+                "timeout_ms",
+                None,
+                format_args!("{timeout_ms} is negative"),
+            ));
+        };
+        let start = Instant::now();
+        let total = Duration::from_millis(timeout);
+        // Only the main thread receives signals, so only it needs to wake up to check them.
+        let sliced = is_main_thread(py)?;
+        let mut offset = offset;
+        loop {
+            let remaining = total.saturating_sub(start.elapsed());
+            let wait = if sliced {
+                remaining.min(SIGNAL_CHECK_INTERVAL)
+            } else {
+                remaining
+            };
+            let r = py
+                .detach(|| {
+                    store.pull(
+                        topic,
+                        queue_id,
+                        offset,
+                        max_messages,
+                        max_total_bytes,
+                        tags,
+                        wait,
+                    )
+                })
+                .map_err(|e| map_error(py, &e))?;
+            let done = r.status == GetStatus::Found
+                || !pull_waits(r.status, offset)
+                || start.elapsed() >= total;
+            if done {
+                return GetResult::from_engine(py, r);
+            }
+            py.check_signals()?;
+            if r.status == GetStatus::NoMatchedMessage && r.next_begin_offset > offset {
+                offset = r.next_begin_offset;
+            }
+        }
+    }
+
+    /// Messages of ``topic`` whose key (a ``KEYS`` entry or the ``UNIQ_KEY``) equals ``key``,
+    /// stored between ``begin`` and ``end`` (epoch milliseconds; ``end=None``: no upper bound),
+    /// at most ``max_num`` of them, in commit log order (RocketMQ ``queryMessage`` through the
+    /// index files; index hash collisions are filtered out).
+    ///
+    /// Raises :class:`InvalidMessageError` when the index is disabled
+    /// (``message_index_enable=False``).
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// store.put("TopicTest", b"order", keys=["order-42"])
+    /// [m] = store.query_message("TopicTest", "order-42")
+    /// assert m.body == b"order"
+    /// ```
+    #[pyo3(signature = (topic, key, *, max_num = 32, begin = 0, end = None))]
+    fn query_message(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: Option<i64>,
+    ) -> PyResult<Vec<Message>> {
+        let end = end.unwrap_or(i64::MAX);
+        let r = self.enter(py, |s| s.query_message(topic, key, max_num, begin, end))?;
+        Ok(r.messages
+            .into_iter()
+            .map(|m| Message::from_stored(py, m))
+            .collect())
+    }
+
+    /// The message with an offset message id (``PutResult.msg_id`` / ``Message.msg_id``: the
+    /// store host and the commit log offset in hex).
+    ///
+    /// Raises :class:`InvalidMessageError` for a malformed id and
+    /// :class:`OffsetOutOfRangeError` when its offset is not stored (any more).
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// r = store.put("TopicTest", b"hello")
+    /// assert store.view_message_by_id(r.msg_id).body == b"hello"
+    /// ```
+    fn view_message_by_id(&self, py: Python<'_>, msg_id: &str) -> PyResult<Message> {
+        let m = self.enter(py, |s| s.view_message_by_id(msg_id))?;
+        Ok(Message::from_stored(py, m))
+    }
+
+    /// The queue offset of the first message stored at or after ``timestamp_ms``
+    /// (``boundary="lower"``), or of the last one stored at or before it (``"upper"``);
+    /// RocketMQ ``getOffsetInQueueByTime``. A time before the first message gives the queue's
+    /// first offset; one after the last gives its end (``max_offset_in_queue``); 0 for an
+    /// unknown queue.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// import time
+    /// since = int(time.time() * 1000) - 60_000
+    /// offset = store.get_offset_in_queue_by_time("TopicTest", 0, since)
+    /// r = store.get_message("TopicTest", 0, offset)  # the last minute's messages
+    /// ```
+    #[pyo3(signature = (topic, queue_id, timestamp_ms, boundary = "lower"))]
+    fn get_offset_in_queue_by_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        timestamp_ms: i64,
+        boundary: &str,
+    ) -> PyResult<i64> {
+        let upper = match boundary {
+            "lower" => false,
+            "upper" => true,
+            other => {
+                return Err(invalid_message(
+                    "boundary",
+                    None,
+                    format_args!("{other:?} is not \"lower\" or \"upper\""),
+                ))
+            }
+        };
+        self.enter(py, |s| {
+            s.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms, upper)
+        })
+    }
+
+    /// The first queue offset still stored in a queue (0 for an unknown queue).
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// r = store.get_message("TopicTest", 0, store.min_offset_in_queue("TopicTest", 0))
+    /// ```
+    fn min_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        Ok(self.store(py)?.min_offset_in_queue(topic, queue_id))
+    }
+
+    /// The end of a queue: the offset its next message will get (0 for an unknown queue).
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// backlog = store.max_offset_in_queue("T", 0) - store.query_offset("group", "T", 0)
+    /// ```
+    fn max_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        Ok(self.store(py)?.max_offset_in_queue(topic, queue_id))
+    }
+
+    /// STORETIMESTAMP (epoch ms) of the first message still stored in a queue, or -1.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// oldest = store.get_earliest_message_time("TopicTest", 0)
+    /// ```
+    fn get_earliest_message_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+    ) -> PyResult<i64> {
+        self.enter(py, |s| Ok(s.get_earliest_message_time(topic, queue_id)))
+    }
+
+    /// STORETIMESTAMP (epoch ms) of the message at ``queue_offset`` of a queue, or -1 if that
+    /// offset holds no readable message.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// r = store.put("TopicTest", b"x")
+    /// ts = store.get_message_store_timestamp("TopicTest", 0, r.queue_offset)
+    /// assert ts == r.store_timestamp
+    /// ```
+    fn get_message_store_timestamp(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> PyResult<i64> {
+        self.enter(py, |s| {
+            Ok(s.get_message_store_timestamp(topic, queue_id, queue_offset))
+        })
+    }
+
+    /// Every consume queue as ``(topic, queue_id, min_offset, max_offset)``, sorted.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// for topic, queue_id, lo, hi in store.consume_queues():
+    ///     print(f"{topic}/{queue_id}: {hi - lo} messages")
+    /// ```
+    fn consume_queues(&self, py: Python<'_>) -> PyResult<Vec<(String, i32, i64, i64)>> {
+        let mut v = self.enter(py, |s| Ok(s.consume_queues()))?;
+        v.sort();
+        Ok(v)
+    }
+
+    /// Records consumer ``group``'s progress in a queue (RocketMQ ``commitOffset``): the next
+    /// queue offset it will read. Persisted to ``config/consumerOffset.json`` (RocketMQ's
+    /// format, ``offsetTable`` keyed ``topic@group``) within a second, on :meth:`flush` and on
+    /// close.
+    ///
+    /// Raises :class:`InvalidMessageError` for a bad group, topic or queue id or a negative
+    /// offset, and :class:`StoreReadOnlyError` on a read-only store.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// store.commit_offset("my-group", "TopicTest", 0, r.next_begin_offset)
+    /// assert store.query_offset("my-group", "TopicTest", 0) == r.next_begin_offset
+    /// ```
+    fn commit_offset(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> PyResult<()> {
+        self.enter(py, |s| s.commit_offset(group, topic, queue_id, offset))
+    }
+
+    /// The offset ``group`` committed for a queue, or -1 if it has none.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// offset = store.query_offset("my-group", "TopicTest", 0)
+    /// if offset < 0:
+    ///     offset = store.min_offset_in_queue("TopicTest", 0)
+    /// ```
+    fn query_offset(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+    ) -> PyResult<i64> {
+        Ok(self.store(py)?.query_offset(group, topic, queue_id))
+    }
+
+    /// Statistics (RocketMQ ``StoreStatsService``) as a dict: ``put_by_topic`` and
+    /// ``get_by_topic`` (``{topic: {"messages": n, "bytes": b}}``, since open),
+    /// ``put_latency`` (``{bucket: count}`` with RocketMQ's buckets such as ``"[0~10ms]"``),
+    /// ``flush_count``, ``flush_behind_bytes``, ``dispatch_behind_bytes``,
+    /// ``dispatched_messages``, ``commitlog_files``, ``consume_queues``, ``index_files``,
+    /// ``waiting_pulls`` and ``writer_created_files``.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// s = store.stats()
+    /// print(s["put_by_topic"].get("TopicTest"), s["dispatch_behind_bytes"])
+    /// ```
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.enter(py, |s| Ok(s.stats()))?;
+        stats_dict(py, &s)
+    }
+
+    /// Runs one cleanup pass now (RocketMQ ``executeDeleteFilesManually``) and returns what it
+    /// did as a dict.
+    ///
+    /// Deletes commit log files older than ``file_reserved_time`` hours (whatever the hour of
+    /// ``delete_when``); with ``force=True`` every deletable file whatever its age. Never the
+    /// last file, never data not yet flushed and dispatched; at most ``delete_file_batch_max``
+    /// files. Then the consume queue and index files that only cover deleted data. Keys:
+    /// ``commitlog_files_deleted`` (list of paths), ``consume_queue_files_deleted``,
+    /// ``index_files_deleted``, ``min_commitlog_offset`` (after the pass), ``disk_usage`` (a
+    /// ratio, or None), ``disk_full`` (puts are refused), ``time_to_delete``,
+    /// ``space_to_delete`` and ``clean_immediately``.
+    ///
+    /// Raises :class:`StoreReadOnlyError` on a read-only store.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// report = store.delete_expired_files(force=True)
+    /// print(len(report["commitlog_files_deleted"]), "files deleted; the oldest offset is now",
+    ///       report["min_commitlog_offset"])
+    /// ```
+    #[pyo3(signature = (force = false))]
+    fn delete_expired_files<'py>(
+        &self,
+        py: Python<'py>,
+        force: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.enter(py, |s| s.delete_expired_files(force))?;
+        let d = PyDict::new(py);
+        let files: Vec<String> = r
+            .commitlog_files_deleted
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        d.set_item("commitlog_files_deleted", files)?;
+        d.set_item("consume_queue_files_deleted", r.consume_queue_files_deleted)?;
+        d.set_item("index_files_deleted", r.index_files_deleted)?;
+        d.set_item("min_commitlog_offset", r.min_commitlog_offset)?;
+        d.set_item("disk_usage", r.disk_usage)?;
+        d.set_item("disk_full", r.disk_full)?;
+        d.set_item("time_to_delete", r.time_to_delete)?;
+        d.set_item("space_to_delete", r.space_to_delete)?;
+        d.set_item("clean_immediately", r.clean_immediately)?;
+        Ok(d)
+    }
+
+    /// True while puts are refused (:class:`DiskFullError`) because the disk usage is above
+    /// ``disk_space_warning_level_ratio``; a cleanup pass that finds it at or below
+    /// ``disk_space_clean_forcibly_ratio`` accepts puts again.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// if store.is_disk_full():
+    ///     store.delete_expired_files(force=True)
+    /// ```
+    fn is_disk_full(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.store(py)?.is_disk_full())
+    }
+
+    /// Test hook (private): fixes the cleanup service's clock at ``now_ms`` (epoch ms), or
+    /// restores the wall clock with None.
+    #[pyo3(signature = (now_ms))]
+    fn _set_clock_ms(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<()> {
+        let store = self.store(py)?;
+        let clock: rocketstore::Clock = match now_ms {
+            Some(ms) => Arc::new(move || ms),
+            None => Arc::new(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            }),
+        };
+        store.set_clock(clock);
+        Ok(())
+    }
+
+    /// Test hook (private): makes the cleanup service see a fixed disk usage ``ratio``
+    /// (0.0-1.0; None: "unknown").
+    #[pyo3(signature = (ratio))]
+    fn _set_disk_usage(&self, py: Python<'_>, ratio: Option<f64>) -> PyResult<()> {
+        let store = self.store(py)?;
+        store.set_disk_usage_probe(Arc::new(move |_: &std::path::Path| ratio));
+        Ok(())
+    }
+
+    /// Arrow read of the commit log (private; see ``rocketstore.MessageStore.read_arrow``).
+    /// Returns ``(num_rows, next_offset, columns)``.
+    #[pyo3(signature = (from_offset, max_messages, end_offset, verify_crc))]
+    fn _read_log_columns<'py>(
+        &self,
+        py: Python<'py>,
+        from_offset: i64,
+        max_messages: usize,
+        end_offset: Option<i64>,
+        verify_crc: bool,
+    ) -> PyResult<(usize, u64, Bound<'py, PyTuple>)> {
+        let store = self.store(py)?;
+        let from = offset_arg(py, &store, from_offset)?;
+        let end = end_offset.map_or(u64::MAX, |e| u64::try_from(e).unwrap_or(0));
+        let (cols, next) = py
+            .detach(|| arrow_read::read_log(&store, from, end, max_messages, verify_crc))
+            .map_err(|e| map_error(py, &e))?;
+        Ok((cols.len(), next, cols.to_py(py)?))
+    }
+
+    /// Arrow read through a consume queue (private; see
+    /// ``rocketstore.MessageStore.get_message_arrow``). Returns ``(num_rows, next_offset,
+    /// columns)``.
+    #[pyo3(signature = (topic, queue_id, offset, max_messages, end_offset, verify_crc, tags))]
+    #[allow(clippy::too_many_arguments)]
+    fn _read_queue_columns<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_messages: usize,
+        end_offset: Option<i64>,
+        verify_crc: bool,
+        tags: Option<&str>,
+    ) -> PyResult<(usize, i64, Bound<'py, PyTuple>)> {
+        let store = self.store(py)?;
+        let end = end_offset.unwrap_or(i64::MAX);
+        let (cols, next) = py
+            .detach(|| {
+                arrow_read::read_queue(
+                    &store,
+                    topic,
+                    queue_id,
+                    offset,
+                    end,
+                    max_messages,
+                    verify_crc,
+                    tags,
+                )
+            })
+            .map_err(|e| map_error(py, &e))?;
+        Ok((cols.len(), next, cols.to_py(py)?))
+    }
+
+    /// Consume queue units as Arrow columns (private; see
+    /// ``rocketstore.MessageStore.read_consume_queue``). Returns ``(num_rows, columns)``.
+    fn _read_cq_columns<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_units: usize,
+    ) -> PyResult<(usize, Bound<'py, PyTuple>)> {
+        let store = self.store(py)?;
+        let cols = py.detach(|| arrow_read::read_cq(&store, topic, queue_id, offset, max_units));
+        Ok((cols.len(), cols.to_py(py, topic, queue_id)?))
+    }
+
+    /// Index entries as Arrow columns (private; see ``rocketstore.MessageStore.read_index``).
+    /// Returns ``(num_rows, columns)``.
+    fn _read_index_columns<'py>(&self, py: Python<'py>) -> PyResult<(usize, Bound<'py, PyTuple>)> {
+        let store = self.store(py)?;
+        let files = py.detach(|| store.index_entries());
+        arrow_read::index_to_py(py, &files)
     }
 
     /// Closes the store: flushes everything, writes the checkpoint, removes the abort marker,
@@ -800,4 +1335,45 @@ impl ScanIterator {
         }
         Ok(st.scanner.as_ref().map(Scanner::offset))
     }
+}
+
+/// Rebuilds every consume queue and index file of a closed store from its commit log alone
+/// (offline repair) and returns a report dict.
+///
+/// Takes the store's lock (the store must not be open anywhere: :class:`StoreLockedError`
+/// otherwise), scans the whole commit log with CRC checks (damage is handled as
+/// ``recovery_mode`` says), truncates a torn tail, rewrites ``consumequeue/`` and ``index/``
+/// and the checkpoint. ``config`` keywords are those of :class:`MessageStore` (give the same
+/// file sizes and index geometry the store uses). Keys: ``min_offset``, ``end_offset``,
+/// ``records``, ``dispatched``, ``consume_queues``, ``consume_queue_files``, ``index_files``,
+/// ``truncated_at`` (``(offset, reason)`` or None) and ``commitlog_files_removed``.
+///
+/// Example:
+///
+/// ```python
+/// report = rocketstore.rebuild_indexes("/data/store", mapped_file_size_commit_log=1 << 30)
+/// print(report["records"], "records re-dispatched")
+/// ```
+#[pyfunction]
+#[pyo3(signature = (path, **config))]
+pub(crate) fn rebuild_indexes<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    config: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let config = config_from_kwargs(py, config)?;
+    let r = py
+        .detach(move || rocketstore::rebuild_indexes(&path, config))
+        .map_err(|e| map_error(py, &e))?;
+    let d = PyDict::new(py);
+    d.set_item("min_offset", r.min_offset)?;
+    d.set_item("end_offset", r.end_offset)?;
+    d.set_item("records", r.records)?;
+    d.set_item("dispatched", r.dispatched)?;
+    d.set_item("consume_queues", r.consume_queues)?;
+    d.set_item("consume_queue_files", r.consume_queue_files)?;
+    d.set_item("index_files", r.index_files)?;
+    d.set_item("truncated_at", r.truncated_at.clone())?;
+    d.set_item("commitlog_files_removed", r.commitlog_files_removed)?;
+    Ok(d)
 }
