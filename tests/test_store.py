@@ -354,7 +354,7 @@ def test_cli_demo_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     store = tmp_path / "demo"
     small = ["--file-size", str(1 << 20), "-q"]
-    demo = ["demo", "--store", str(store), "--messages", "5000", "--batch-size", "1500"]
+    demo = ["demo", "--no-spark", "--store", str(store), "--messages", "5000", "--batch-size", "1500"]
     assert cli.main([*demo, *small]) == 0
     out = capsys.readouterr().out
     assert "put_batch: 5,000 msgs in" in out
@@ -363,7 +363,7 @@ def test_cli_demo_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "-> OK" in out
 
     # Running it again replaces the previous demo store.
-    assert cli.main(["demo", "--store", str(store), "--messages", "100", *small]) == 0
+    assert cli.main(["demo", "--no-spark", "--store", str(store), "--messages", "100", *small]) == 0
     capsys.readouterr()
 
     info = cli.inspect_store(store)
@@ -384,7 +384,7 @@ def test_cli_demo_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     other.mkdir()
     (other / "data.txt").write_text("keep me")
     with pytest.raises(SystemExit):
-        cli.main(["demo", "--store", str(other), "--messages", "10", *small])
+        cli.main(["demo", "--no-spark", "--store", str(other), "--messages", "10", *small])
     assert (other / "data.txt").read_text() == "keep me"
 
     assert cli.main(["inspect", str(tmp_path / "missing")]) == 1

@@ -1,12 +1,22 @@
-"""The ``rocketstore`` command: a demo, a benchmark and a store inspector.
+"""The ``rocketstore`` command: Spark jobs (demo, ingest, verify) and store tools.
 
 Run ``rocketstore --help`` (or ``python -m rocketstore.cli --help``) for the subcommands:
 
-* ``rocketstore demo``: write 1,000,000 messages from an Arrow table into ``./demo-store``,
-  read them all back, check them, and print the throughput.
-* ``rocketstore bench``: ``put_batch`` throughput for 100-byte and 1 KiB bodies.
+* ``rocketstore demo``: generate 1,000,000 messages as a Spark DataFrame, ingest them into
+  ``./demo-store`` (4 stores), verify them against the source and print the report and the
+  throughput. ``--no-spark`` runs the quick single-process demo (put_batch + scan).
+* ``rocketstore ingest --input PATH --store ROOT``: Parquet/JSON/CSV messages into N stores.
+* ``rocketstore verify ROOT``: CRCs, framing, consume queues, gaps, index, manifest and
+  (``--expected``) equality with the source; exit status 1 if a check fails.
 * ``rocketstore inspect ROOT``: files, offsets, topics/queues and the recovery report of a
-  store (opened read-only: nothing is changed).
+  store or of every store under a directory (opened read-only: nothing is changed).
+* ``rocketstore dump ROOT --topic T --queue Q --from N``: messages of one queue.
+* ``rocketstore rebuild-indexes ROOT``: rebuild consume queues and index from the commit log.
+* ``rocketstore bench``: put/put_batch/read/recovery figures against plain file, mmap and
+  SQLite baselines (``--smoke`` for a 10-second run, ``--json`` for the figures).
+
+The Spark commands need ``pip install 'rocketstore[spark]'`` and Java 17+; the others do not
+import PySpark.
 """
 
 from __future__ import annotations
@@ -16,7 +26,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -142,6 +151,22 @@ def demo_table(
     )
 
 
+def demo_geometry(messages: int, stores: int) -> dict[str, Any]:
+    """Index and consume queue file sizes for the demo's stores, scaled to the data.
+
+    RocketMQ's defaults preallocate a 420 MB index file and 6 MB per queue; the demo sizes
+    one index file per store for its keys (about 2.2 per message) and consume queue files
+    for its largest queues. ``verify`` must open the stores with the same values.
+    """
+    keys_per_store = messages * 23 // 10 // max(stores, 1) + 1
+    index_num = max(4096, keys_per_store + keys_per_store // 4)
+    return {
+        "max_index_num": index_num,
+        "max_hash_slot_num": max(1024, index_num // 4),
+        "mapped_file_size_consume_queue": max(300, messages // 20) * 20,
+    }
+
+
 def _remove_store(path: Path) -> None:
     """Deletes a previous demo store; refuses to delete anything that does not look like one."""
     if not path.exists():
@@ -162,6 +187,14 @@ def _fmt_rate(n: int, seconds: float, nbytes: int) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """``rocketstore demo``: the Spark job, or the single-process demo with ``--no-spark``."""
+    if args.no_spark:
+        return _demo_local(args)
+    return _spark_command("cmd_demo", args)
+
+
+def _demo_local(args: argparse.Namespace) -> int:
+    """The quick demo without Spark: put_batch from Arrow into one store, scan it back."""
     n: int = args.messages
     store_path = Path(args.store)
     show = not args.quiet
@@ -169,13 +202,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if show:
         print(
             f"Building {n:,} demo messages ({args.topics} topics x {args.queues} queues, "
-            f"{args.body_size}-byte bodies) as an Arrow table..."
+            f"{args.body_size or 100}-byte bodies) as an Arrow table..."
         )
-    table = demo_table(n, args.body_size, args.topics, args.queues)
+    table = demo_table(n, args.body_size or 100, args.topics, args.queues)
     body_bytes = table.column("body").nbytes if n else 0
     chunk = max(1, args.batch_size)
 
-    config = {"mapped_file_size_commit_log": args.file_size} if args.file_size else {}
+    config: dict[str, Any] = demo_geometry(n, 1)  # small index and consume queue files
+    if args.file_size:
+        config["mapped_file_size_commit_log"] = args.file_size
     with rocketstore.MessageStore(store_path, **config) as store:
         put_seconds = 0.0
         failed = 0
@@ -236,34 +271,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    n: int = args.messages
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="rocketstore-bench-"))
-    try:
-        for size in args.body_sizes:
-            table = demo_table(n, size)
-            body_bytes = table.column("body").nbytes
-            best = float("inf")
-            for rep in range(args.repeat):
-                path = base / f"bench-{size}-{rep}"
-                shutil.rmtree(path, ignore_errors=True)
-                with rocketstore.MessageStore(path) as store:
-                    # The first put creates the first commit log file; let earlier runs'
-                    # writeback finish so that runs do not measure each other.
-                    store.put("BenchWarmup", b"x")
-                    os.sync()
-                    time.sleep(0.5)
-                    t0 = time.perf_counter()
-                    results = store.put_batch(table)
-                    best = min(best, time.perf_counter() - t0)
-                    assert results.num_rows == n
-                shutil.rmtree(path, ignore_errors=True)
-            print(
-                f"put_batch {size:>5} B bodies: {_fmt_rate(n, best, body_bytes)} "
-                f"(best of {args.repeat})"
-            )
-    finally:
-        if not args.dir:
-            shutil.rmtree(base, ignore_errors=True)
+    from rocketstore import _bench
+
+    opts = _bench.BenchOptions.smoke_defaults() if args.smoke else _bench.BenchOptions()
+    if args.sizes is not None:
+        opts.sizes = args.sizes
+    if args.messages is not None:
+        opts.messages = args.messages
+    if args.seconds is not None:
+        opts.seconds = args.seconds
+    if args.batch is not None:
+        opts.batch = args.batch
+    if args.file_size is not None:
+        opts.file_size = args.file_size
+    opts.dir = args.dir
+    opts.spark = args.spark and not args.smoke
+    opts.json_path = args.json
+    opts.quiet = args.quiet
+    _bench.run(opts)
     return 0
 
 
@@ -294,9 +319,12 @@ def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> d
     """Everything ``rocketstore inspect`` shows, as a dict (the store is opened read-only)."""
     with rocketstore.MessageStore(root, read_only=True, **config) as store:
         config = store.config
-        files = []
+        files: list[dict[str, Any]] = []
+        starts: list[int] = []
         for f in store.commitlog_files():
             name = os.path.basename(f)
+            if name.isdigit():
+                starts.append(int(name))
             files.append(
                 {
                     "path": f,
@@ -307,7 +335,14 @@ def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> d
             )
         return {
             "root": os.fspath(root),
-            "commitlog_file_size": config["mapped_file_size_commit_log"],
+            # What the files say (a read-only open keeps the configured default).
+            "commitlog_file_size": (
+                starts[1] - starts[0]
+                if len(starts) >= 2
+                else files[0]["size"]
+                if files
+                else config["mapped_file_size_commit_log"]
+            ),
             "min_commitlog_offset": store.min_commitlog_offset(),
             "max_commitlog_offset": store.max_commitlog_offset(),
             "files": files,
@@ -318,8 +353,121 @@ def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> d
         }
 
 
+def find_stores(root: str | os.PathLike[str]) -> list[Path]:
+    """Every store root at or below ``root`` (a directory with ``commitlog/``), sorted.
+
+    ``root`` itself if it is a store; directories whose names start with ``_`` or ``.``
+    (such as a writer's ``_temporary``) are skipped, as the Spark reader does.
+    """
+    base = Path(root)
+    if (base / "commitlog").is_dir():
+        return [base]
+    found: list[Path] = []
+    for dirpath, dirnames, _ in os.walk(base, followlinks=True):
+        here = Path(dirpath)
+        keep = []
+        for name in sorted(dirnames):
+            if name.startswith(("_", ".")):
+                continue
+            if (here / name / "commitlog").is_dir():
+                found.append(here / name)
+            else:
+                keep.append(name)
+        dirnames[:] = keep
+    return sorted(found)
+
+
+def _stores_or_exit(root: str, command: str) -> list[Path]:
+    if not Path(root).is_dir():
+        raise SystemExit(f"rocketstore {command}: {root} is not a directory")
+    stores = find_stores(root)
+    if not stores:
+        raise SystemExit(
+            f"rocketstore {command}: no store at or below {root} "
+            "(a store is a directory with a commitlog/ directory)"
+        )
+    return stores
+
+
+def _read_manifest(root: str | os.PathLike[str]) -> dict[str, Any] | None:
+    try:
+        data = json.loads((Path(root) / "_SUCCESS").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def inspect_root(root: str | os.PathLike[str], **config: int | bool | str) -> dict[str, Any]:
+    """``inspect_store`` of every store under ``root``, with the Spark writer's manifest."""
+    stores = find_stores(root)
+    base = Path(root)
+    return {
+        "root": os.fspath(root),
+        "manifest": _read_manifest(root),
+        "stores": [
+            {"name": s.relative_to(base).as_posix(), **inspect_store(s, **config)} for s in stores
+        ],
+    }
+
+
+def _print_root(info: dict[str, Any]) -> None:
+    stores = info["stores"]
+    manifest = info["manifest"]
+    print(f"root             {info['root']} ({len(stores)} stores; opened read-only)")
+    if manifest:
+        totals = manifest.get("totals", {})
+        print(
+            f"manifest         _SUCCESS: {totals.get('messages', 0):,} messages, "
+            f"{totals.get('bytes', 0):,} bytes in {totals.get('stores', 0)} stores "
+            f"({manifest.get('mode', '?')} job {str(manifest.get('job_id', '?'))[:8]}, "
+            f"{manifest.get('written_at', '?')})"
+        )
+    else:
+        print("manifest         none (no _SUCCESS: not written by the Spark writer)")
+    listed = {str(s.get("path")): s for s in (manifest or {}).get("stores", [])}
+    width = max([len(s["name"]) for s in stores] + [5])
+    print(
+        f"\n  {'store'.ljust(width)}  files  {'commit log bytes':>16}  topics  queues  "
+        f"{'messages (manifest)':>19}  recovery"
+    )
+    for s in stores:
+        size = s["max_commitlog_offset"] - s["min_commitlog_offset"]
+        topics = {q["topic"] for q in s["queues"]}
+        entry = listed.get(s["name"])
+        count = f"{entry['messages']:,}" if entry else "-"
+        rec = s["recovery"]
+        state = "abnormal" if rec["abnormal"] else "clean"
+        if rec["truncated_at"]:
+            state += f", torn tail at {rec['truncated_at'][0]:,}"
+        print(
+            f"  {s['name'].ljust(width)}  {len(s['files']):>5}  {size:>16,}  {len(topics):>6}  "
+            f"{len(s['queues']):>6}  {count:>19}  {state}"
+        )
+    totals_q: dict[tuple[str, int], int] = {}
+    for s in stores:
+        for q in s["queues"]:
+            key = (q["topic"], q["queue_id"])
+            totals_q[key] = totals_q.get(key, 0) + q["next_offset"]
+    if totals_q:
+        print(f"\ntopics/queues over all stores ({len(totals_q)})")
+        tw = max(len(t) for t, _ in totals_q)
+        print(f"  {'topic'.ljust(tw)}  queue  messages (sum of next offsets)")
+        for (t, q), n in sorted(totals_q.items()):
+            print(f"  {t.ljust(tw)}  {q:>5}  {n:>11,}")
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
-    info = inspect_store(args.root, **parse_config(args.config))
+    config = parse_config(args.config)
+    root = Path(args.root)
+    if root.is_dir() and not (root / "commitlog").is_dir() and find_stores(root):
+        root_info = inspect_root(args.root, **config)
+        if args.json:
+            json.dump(root_info, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            _print_root(root_info)
+        return 0
+    info = inspect_store(args.root, **config)
     if args.json:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -352,6 +500,153 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------
+# dump
+# --------------------------------------------------------------------------------------
+
+
+def _message_dict(store: str, m: Any) -> dict[str, Any]:
+    import base64
+
+    try:
+        body: str = m.body.decode("utf-8")
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        body = base64.b64encode(m.body).decode("ascii")
+        encoding = "base64"
+    return {
+        "store": store,
+        "topic": m.topic,
+        "queue_id": m.queue_id,
+        "queue_offset": m.queue_offset,
+        "commitlog_offset": m.commitlog_offset,
+        "store_size": m.store_size,
+        "msg_id": m.msg_id,
+        "tags": m.tags,
+        "keys": list(m.keys),
+        "properties": dict(m.properties),
+        "born_timestamp": m.born_timestamp,
+        "born_host": m.born_host,
+        "store_timestamp": m.store_timestamp,
+        "store_host": m.store_host,
+        "reconsume_times": m.reconsume_times,
+        "body_crc": m.body_crc,
+        "body_encoding": encoding,
+        "body": body,
+    }
+
+
+def _iso_ms(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    base = Path(args.root)
+    stores = _stores_or_exit(args.root, "dump")
+    config = parse_config(args.config)
+    found = 0
+    shown = 0
+    for path in stores:
+        name = path.relative_to(base).as_posix() if path != base else path.name
+        with rocketstore.MessageStore(path, read_only=True, **config) as store:
+            queues = {(t, q): (lo, hi) for t, q, lo, hi in store.consume_queues()}
+            if (args.topic, args.queue) not in queues:
+                continue
+            found += 1
+            lo, hi = queues[(args.topic, args.queue)]
+            offset = lo if args.offset is None else args.offset
+            if not args.json:
+                print(
+                    f"{name}: {args.topic} queue {args.queue}: offsets {lo:,}..{hi - 1:,} "
+                    f"({hi - lo:,} messages); from {offset:,}"
+                )
+            while shown < args.max and offset < hi:
+                result = store.get_message(
+                    args.topic, args.queue, offset, max_messages=min(32, args.max - shown)
+                )
+                if not result.messages:
+                    if not args.json:
+                        print(f"  (stopped at offset {offset:,}: {result.status.name})")
+                    break
+                for m in result.messages:
+                    if args.json:
+                        print(json.dumps(_message_dict(name, m), ensure_ascii=False))
+                    else:
+                        text = m.body[: args.body_chars].decode("utf-8", "replace")
+                        more = "..." if len(m.body) > args.body_chars else ""
+                        print(
+                            f"  {m.queue_offset:>8,}  @{m.commitlog_offset:<14,} "
+                            f"{_iso_ms(m.store_timestamp)}  tags={m.tags or '-'}  "
+                            f"keys={' '.join(m.keys) or '-'}  {len(m.body)} B: {text!r}{more}"
+                        )
+                    shown += 1
+                if result.next_begin_offset <= offset:
+                    break
+                offset = result.next_begin_offset
+    if not found:
+        print(
+            f"rocketstore dump: no store under {args.root} has topic {args.topic!r} queue "
+            f"{args.queue} (see rocketstore inspect {args.root})",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# rebuild-indexes
+# --------------------------------------------------------------------------------------
+
+
+def cmd_rebuild_indexes(args: argparse.Namespace) -> int:
+    rebuild = getattr(rocketstore, "rebuild_indexes", None)
+    if rebuild is None:
+        print(
+            "rocketstore rebuild-indexes: not available in this build "
+            "(rocketstore.rebuild_indexes is missing; it comes with the recovery tools)",
+            file=sys.stderr,
+        )
+        return 2
+    base = Path(args.root)
+    config = parse_config(args.config)
+    for path in _stores_or_exit(args.root, "rebuild-indexes"):
+        name = path.relative_to(base).as_posix() if path != base else str(path)
+        t0 = time.perf_counter()
+        result = rebuild(path, **config)
+        print(f"{name}: rebuilt in {time.perf_counter() - t0:.1f} s: {json.dumps(result)}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# Spark commands (demo, ingest, verify): rocketstore/spark/_cli.py
+# --------------------------------------------------------------------------------------
+
+
+def _spark_command(name: str, args: argparse.Namespace) -> int:
+    try:
+        from rocketstore.spark import _cli
+    except ImportError as e:
+        print(
+            f"rocketstore {args.command}: needs PySpark ({e}); install it with "
+            "pip install 'rocketstore[spark]' (and Java 17+), or run "
+            "'rocketstore demo --no-spark' for the demo without Spark",
+            file=sys.stderr,
+        )
+        return 2
+    result: int = getattr(_cli, name)(args)
+    return result
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    return _spark_command("cmd_ingest", args)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    return _spark_command("cmd_verify", args)
+
+
+# --------------------------------------------------------------------------------------
 # main
 # --------------------------------------------------------------------------------------
 
@@ -363,38 +658,128 @@ def _positive(text: str) -> int:
     return value
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps one-paragraph descriptions; keeps text with line breaks (examples) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _spark_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master URL (default: local[*], every core of this machine; e.g. "
+        "local-cluster[2,1,1024] or spark://host:7077)",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. --conf spark.driver.memory=4g (repeatable)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+_EXAMPLES = """\
+A store is a directory in Apache RocketMQ's on-disk format (commitlog/, consumequeue/,
+index/, checkpoint). The Spark commands write and check directories of stores, one store
+per Spark task, described by a _SUCCESS manifest.
+
+examples:
+  rocketstore demo                        generate 1,000,000 messages, ingest them with Spark
+                                          into ./demo-store (4 stores), verify, print a report
+  rocketstore demo --messages 100_000     a smaller run
+  rocketstore demo --no-spark             the quick demo without Spark (one store, put_batch)
+  rocketstore ingest --input msgs.parquet --store /data/stores --stores 8
+                                          write Parquet/JSON/CSV rows (columns named like
+                                          put()'s arguments: topic, body, queue_id, tags, keys)
+  rocketstore verify /data/stores --expected msgs.parquet --report verify.json
+                                          check everything; exit status 1 if a check fails
+  rocketstore inspect ./demo-store        what is in a store or directory of stores
+  rocketstore dump ./demo-store --topic orders --queue 0 --from 0 --max 5
+                                          print messages of one queue
+  rocketstore rebuild-indexes ./my-store  rebuild consume queues and index files
+  rocketstore bench                       figures against file/mmap/SQLite baselines
+
+Run 'rocketstore COMMAND --help' for the options of a command. The Spark commands (demo,
+ingest, verify) need 'pip install rocketstore[spark]' and Java 17+.
+"""
+
+
+def _sizes(text: str) -> list[int]:
+    """``"100,1024,4096"`` -> ``[100, 1024, 4096]`` (for ``bench --sizes``)."""
+    try:
+        sizes = [_positive(t) for t in text.split(",") if t.strip()]
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        raise argparse.ArgumentTypeError(f"expected sizes like 100,1024,4096: {e}") from e
+    if not sizes:
+        raise argparse.ArgumentTypeError("expected at least one size")
+    return sizes
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rocketstore",
         description=(
-            "rocketstore: a message store byte-compatible with Apache RocketMQ's on-disk "
-            "store. This tool runs a demo, measures write throughput and inspects stores."
+            "rocketstore: a message store byte-compatible with Apache RocketMQ's on-disk store.\n"
+            "This tool bulk-loads stores with Spark, verifies them, shows and dumps their\n"
+            "contents, rebuilds their indexes and measures throughput."
         ),
-        epilog=(
-            "examples:\n"
-            "  rocketstore demo                      write + read back 1,000,000 messages\n"
-            "  rocketstore demo --messages 100_000   a smaller run\n"
-            "  rocketstore inspect ./demo-store      what is in a store (read-only)\n"
-            "  rocketstore bench                     put_batch throughput, 100 B and 1 KiB\n"
-            "\nRun 'rocketstore COMMAND --help' for the options of a command."
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EXAMPLES,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=rocketstore.__version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     demo = sub.add_parser(
         "demo",
-        help="write messages with put_batch from an Arrow table, read them back and check them",
+        help="the main job on generated data: Spark ingest into 4 stores, then verify",
         description=(
-            "Writes N messages (several topics and queues, tags, keys, ~100-byte bodies) "
-            "with put_batch from an Arrow table into a fresh store, reads them all back with "
-            "scan (verifying every CRC and body), and prints the throughput. An existing "
-            "store at --store is deleted first."
+            "Generates N realistic messages as a Spark DataFrame (5 topics, 8 queues each, "
+            "tags, keys, properties, JSON bodies from 60 B to 4 KiB), ingests them with Spark "
+            "into --stores stores under --store (replacing what the last demo wrote), "
+            "verifies every store against the source DataFrame (CRCs, framing, consume "
+            "queues, gaps, index lookups, manifest, equality) and prints the report with the "
+            "ingest and verify throughput. The report is also written as JSON and PNG. "
+            "Exit status 1 if a check fails. With --no-spark: the quick single-process demo "
+            "(put_batch from an Arrow table into one store, read back with scan)."
         ),
+        epilog=(
+            "examples:\n"
+            "  rocketstore demo\n"
+            "  rocketstore demo --messages 200_000 --stores 2 --master 'local[2]'\n"
+            "  rocketstore demo --no-spark --body-size 1024"
+        ),
+        formatter_class=_HelpFormatter,
     )
     demo.add_argument(
-        "--store", default="./demo-store", help="store directory (default: ./demo-store)"
+        "--store",
+        default="./demo-store",
+        help="directory for the stores (default: ./demo-store)",
+    )
+    demo.add_argument(
+        "--no-spark",
+        action="store_true",
+        help="run the quick demo without Spark: one store, put_batch, scan",
+    )
+    demo.add_argument(
+        "--stores", type=_positive, default=4, help="number of stores (Spark demo; default: 4)"
+    )
+    demo.add_argument(
+        "--report",
+        metavar="PATH",
+        help="report JSON (a PNG is written next to it; default: STORE/_report/verify.json)",
+    )
+    demo.add_argument(
+        "--sample-keys",
+        type=_positive,
+        metavar="N",
+        help="look up only N evenly spread keyed messages per store in the index "
+        "(default: every key)",
     )
     demo.add_argument(
         "--messages",
@@ -404,49 +789,202 @@ def build_parser() -> argparse.ArgumentParser:
         help="number of messages (default: 1,000,000)",
     )
     demo.add_argument(
-        "--body-size", type=_positive, default=100, metavar="BYTES", help="default: 100"
+        "--body-size",
+        type=_positive,
+        metavar="BYTES",
+        help="--no-spark: body size (default: 100)",
     )
-    demo.add_argument("--topics", type=_positive, default=4, help="default: 4")
+    demo.add_argument("--topics", type=_positive, default=4, help="--no-spark: default: 4")
     demo.add_argument("--queues", type=_positive, default=8, help="queues per topic; default: 8")
     demo.add_argument(
         "--batch-size",
         type=_positive,
         default=100_000,
         metavar="N",
-        help="rows per put_batch call (default: 100,000)",
+        help="--no-spark: rows per put_batch call (default: 100,000)",
     )
     demo.add_argument(
         "--file-size",
         type=_positive,
         metavar="BYTES",
-        help="commit log file size (default: RocketMQ's 1 GiB)",
+        help="commit log file size (default: 64 MiB with Spark, RocketMQ's 1 GiB without)",
     )
-    demo.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _spark_arguments(demo)
     demo.set_defaults(func=cmd_demo)
+
+    ingest = sub.add_parser(
+        "ingest",
+        help="write a Parquet/JSON/CSV file of messages into N stores with Spark",
+        description=(
+            "Reads messages from --input (Parquet, JSON lines or CSV with a header; a file "
+            "or a directory) and writes them with Spark into --stores new stores under "
+            "--store, one Spark task per store, published with a _SUCCESS manifest. Columns "
+            "are put()'s argument names: topic and body are required; queue_id, tags, keys "
+            "(space-separated), properties, born_timestamp, flag, born_host, store_host are "
+            "optional; other columns are ignored. Rows with a queue_id keep it, and each "
+            "queue lands in one store."
+        ),
+        epilog=(
+            "examples:\n"
+            "  rocketstore ingest --input orders.parquet --store /data/stores\n"
+            "  rocketstore ingest --input events/ --format json --store /data/stores \\\n"
+            "      --stores 16 --mode overwrite -o mapped_file_size_commit_log=268435456"
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    ingest.add_argument("--input", required=True, metavar="PATH", help="file or directory")
+    ingest.add_argument(
+        "--format",
+        choices=("parquet", "json", "csv"),
+        help="input format (default: from the file name)",
+    )
+    ingest.add_argument(
+        "--store", required=True, metavar="ROOT", help="directory to write the stores into"
+    )
+    ingest.add_argument(
+        "--stores", type=_positive, default=4, help="number of stores to write (default: 4)"
+    )
+    ingest.add_argument(
+        "--mode",
+        choices=("append", "overwrite"),
+        default="append",
+        help="append: add stores next to existing ones (default); overwrite: replace them",
+    )
+    ingest.add_argument(
+        "--order-by",
+        action="append",
+        metavar="COLUMN",
+        help="sort each store's messages by this column first (repeatable)",
+    )
+    ingest.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a writer option (queueSelector, queueNums) or store setting, e.g. "
+        "-o mapped_file_size_commit_log=268435456 (repeatable)",
+    )
+    _spark_arguments(ingest)
+    ingest.set_defaults(func=cmd_ingest)
+
+    verify = sub.add_parser(
+        "verify",
+        help="check every store under ROOT (and, with --expected, against the source)",
+        description=(
+            "Checks every store at or below ROOT with Spark, one task per store, opening "
+            "each read-only: every record's CRC and framing, every consume queue unit "
+            "against its record, every queue for gaps, an index lookup of every key, and "
+            "the _SUCCESS manifest. With --expected, also that the stored messages equal the "
+            "source rows (topic, queue, keys, tags, body digest; both ways). Prints one line "
+            "per check with examples of failures; exit status 1 if any check fails."
+        ),
+        epilog=(
+            "examples:\n"
+            "  rocketstore verify ./demo-store\n"
+            "  rocketstore verify /data/stores --expected orders.parquet --report verify.json"
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    verify.add_argument("root", metavar="ROOT", help="a store or a directory of stores")
+    verify.add_argument(
+        "--expected", metavar="PATH", help="the source messages (Parquet, JSON or CSV)"
+    )
+    verify.add_argument(
+        "--expected-format",
+        choices=("parquet", "json", "csv"),
+        help="format of --expected (default: from the file name)",
+    )
+    verify.add_argument(
+        "--report",
+        metavar="PATH",
+        help="write the report as JSON (and a PNG plot next to it) to PATH",
+    )
+    verify.add_argument(
+        "--sample-keys",
+        type=_positive,
+        metavar="N",
+        help="look up only N evenly spread keyed messages per store (default: every key)",
+    )
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument(
+        "--examples", type=_positive, default=3, help="failure examples shown per check"
+    )
+    verify.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a store setting for stores with non-default geometry (repeatable)",
+    )
+    _spark_arguments(verify)
+    verify.set_defaults(func=cmd_verify)
 
     bench = sub.add_parser(
         "bench",
-        help="measure put_batch throughput from Arrow (100 B and 1 KiB bodies)",
+        help="rocketstore against plain file/mmap/SQLite baselines (put, put_batch, reads, ...)",
         description=(
-            "Writes an N-row Arrow table with one put_batch call into a fresh temporary store "
-            "(after one warm-up put that creates the first commit log file) and prints the "
-            "best of --repeat runs, for each body size."
+            "Measures, on the same data and in one run: put (one call per message), "
+            "put_batch from Arrow, get_message batches, pull wake latency, query_message "
+            "and abnormal recovery, and the baselines: the same encoded records appended to "
+            "a plain file (the I/O floor) and copied into a pre-faulted mmap (the ceiling), "
+            "an SQLite queue (WAL), and with --spark a Parquet write of the same DataFrame. "
+            "Prints msgs/s, MB/s (body bytes) and each figure's ratio to its baseline."
         ),
     )
-    bench.add_argument("--messages", type=_positive, default=1_000_000, metavar="N")
     bench.add_argument(
-        "--body-sizes", type=_positive, nargs="+", default=[100, 1024], metavar="BYTES"
+        "--sizes",
+        type=_sizes,
+        metavar="B1,B2,...",
+        help="body sizes in bytes (default: 100,1024,4096)",
     )
-    bench.add_argument("--repeat", type=_positive, default=3, help="runs per size (best is shown)")
-    bench.add_argument("--dir", help="directory for the temporary stores (default: $TMPDIR)")
+    bench.add_argument(
+        "--messages",
+        type=_positive,
+        metavar="N",
+        help="messages per size (default: up to 1,000,000 and 256 MB of bodies)",
+    )
+    bench.add_argument(
+        "--seconds",
+        type=float,
+        metavar="S",
+        help="time box of each per-call loop: put, get_message, query_message, SQLite (default: 2)",
+    )
+    bench.add_argument(
+        "--batch", type=_positive, metavar="ROWS", help="rows per put_batch (default: 16,384)"
+    )
+    bench.add_argument(
+        "--file-size",
+        type=_positive,
+        metavar="BYTES",
+        help="commit log file size (default: 256 MiB)",
+    )
+    bench.add_argument(
+        "--dir",
+        help="where to create the temporary stores, i.e. which disk "
+        "(default: $ROCKETSTORE_BENCH_DIR, else $TMPDIR)",
+    )
+    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench.add_argument(
+        "--spark", action="store_true", help="also compare Spark writes: Parquet vs rocketstore"
+    )
+    bench.add_argument(
+        "--smoke", action="store_true", help="a tiny run of every figure (CI; about 10 s)"
+    )
+    bench.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     bench.set_defaults(func=cmd_bench)
 
     inspect = sub.add_parser(
         "inspect",
-        help="show the files, offsets, topics/queues and recovery report of a store",
-        description="Opens ROOT read-only (no byte changes, no lock taken) and describes it.",
+        help="show the files, offsets, topics/queues and recovery report of stores",
+        description=(
+            "Opens ROOT read-only (no byte changes, no lock taken) and describes it: for one "
+            "store its files, offsets, queues and recovery report; for a directory of stores "
+            "one line per store plus the _SUCCESS manifest and the queues over all stores."
+        ),
     )
-    inspect.add_argument("root", metavar="ROOT", help="the store directory")
+    inspect.add_argument("root", metavar="ROOT", help="a store or a directory of stores")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
     inspect.add_argument(
         "-c",
@@ -458,6 +996,71 @@ def build_parser() -> argparse.ArgumentParser:
         "(repeatable; see rocketstore.config_fields())",
     )
     inspect.set_defaults(func=cmd_inspect)
+
+    dump = sub.add_parser(
+        "dump",
+        help="print the messages of one queue",
+        description=(
+            "Prints the messages of --topic/--queue from queue offset --from on (read "
+            "through the consume queue, stores opened read-only). ROOT may be a store or a "
+            "directory of stores; every store that has the queue is dumped."
+        ),
+        epilog=(
+            "examples:\n"
+            "  rocketstore dump ./demo-store --topic orders --queue 3 --from 0 --max 5\n"
+            "  rocketstore dump ./my-store --topic TopicTest --queue 0 --json | jq .body"
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    dump.add_argument("root", metavar="ROOT", help="a store or a directory of stores")
+    dump.add_argument("--topic", required=True)
+    dump.add_argument("--queue", type=int, required=True, metavar="QUEUE_ID")
+    dump.add_argument(
+        "--from",
+        dest="offset",
+        type=int,
+        metavar="N",
+        help="first queue offset (default: the queue's first)",
+    )
+    dump.add_argument(
+        "--max", type=_positive, default=20, metavar="M", help="messages to print (default: 20)"
+    )
+    dump.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per message (body as UTF-8 text, else base64)",
+    )
+    dump.add_argument(
+        "--body-chars", type=_positive, default=80, help="body bytes shown per line (text)"
+    )
+    dump.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a store configuration value (repeatable)",
+    )
+    dump.set_defaults(func=cmd_dump)
+
+    rebuild = sub.add_parser(
+        "rebuild-indexes",
+        help="rebuild the consume queues and index files of stores from their commit logs",
+        description=(
+            "Rebuilds the consume queues and index files of ROOT (a store, or every store "
+            "below a directory) from the commit log. The stores must not be open elsewhere."
+        ),
+    )
+    rebuild.add_argument("root", metavar="ROOT", help="a store or a directory of stores")
+    rebuild.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a store configuration value (repeatable)",
+    )
+    rebuild.set_defaults(func=cmd_rebuild_indexes)
     return parser
 
 
@@ -473,6 +1076,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rocketstore {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `rocketstore dump ... | head`: the reader left
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return result
 
 

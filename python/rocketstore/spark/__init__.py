@@ -1,0 +1,129 @@
+"""PySpark integration: the ``rocketstore`` data source and the ingest/verify jobs.
+
+``import rocketstore.spark`` registers the data source ``rocketstore`` on the active
+SparkSession (:func:`register` does it for any session; Spark also finds it by itself through
+the ``pyspark_rocketstore`` module when the package is installed where the Python workers
+run). Needs ``pip install 'rocketstore[spark]'`` (PySpark 4.3) and Java 17.
+
+Example::
+
+    import rocketstore.spark  # registers format "rocketstore"
+
+    df = spark.createDataFrame(
+        [("TopicA", b"hello", "TagA", ["order-1"])],
+        "topic string, body binary, tags string, keys array<string>",
+    )
+    df.write.format("rocketstore").mode("append").save("/data/stores")
+
+    back = spark.read.format("rocketstore").load("/data/stores")
+    back.select("topic", "queue_id", "queue_offset", "tags", "keys", "body").show()
+
+    (
+        spark.readStream.format("rocketstore")
+        .load("/data/stores")
+        .writeStream.format("parquet")
+        .option("checkpointLocation", "/data/ckpt")
+        .trigger(availableNow=True)
+        .start("/data/out")
+        .awaitTermination()
+    )
+
+Write: ``df.write.format("rocketstore").mode("append" | "overwrite").save(root)``. Each task
+writes one store; ``commit`` publishes them as ``root/store-<n>`` with a ``_SUCCESS`` JSON
+manifest (per store: messages, bytes, min/max commit log offsets, counts per topic and queue,
+a body digest). Failed, retried and speculative attempts never publish anything. Columns are
+``put()``'s argument names: ``topic`` (string) and ``body`` (binary or string) are required;
+``queue_id`` (int), ``tags`` (string), ``keys`` (string of space-separated keys or
+array<string>), ``properties`` (map<string,string>), ``born_timestamp`` (timestamp or bigint
+ms), ``flag`` (int), ``born_host``/``store_host`` ("ip:port"), ``delay_level`` (int),
+``transaction`` (string) and ``prepared_transaction_offset`` (bigint) are optional: whatever
+``MessageStore.put_batch`` accepts. Any other column fails the job before a task starts.
+
+=====================  =======================================================================
+Writer option          Meaning
+=====================  =======================================================================
+``queueSelector``      ``hash`` (default): a row without ``queue_id`` goes to queue
+                       ``crc32(utf8(keys joined by " ")) % queueNums``; rows without keys go
+                       round robin. ``round_robin``: every row without ``queue_id`` goes
+                       round robin (a per-task counter starting at the partition id).
+``queueNums``          Number of queues per topic for the selector (default 4, RocketMQ's
+                       ``defaultTopicQueueNums``).
+store configuration    Any keyword of :func:`rocketstore.config_fields`, in RocketMQ's
+                       camelCase or snake_case, e.g. ``mappedFileSizeCommitLog``/
+                       ``mapped_file_size_commit_log``, ``flushDiskType``, ``maxMessageSize``.
+=====================  =======================================================================
+
+Read: ``spark.read.format("rocketstore").load(path)``, where ``path`` is one store (a
+directory with ``commitlog/``) or a directory searched recursively for stores (``_*`` and
+``.*`` directories such as ``_temporary`` are skipped). Stores are opened read-only: reading
+never changes a byte. Rows are built in Rust as Arrow batches.
+
+=======================  =====================================================================
+Reader option            Meaning
+=======================  =====================================================================
+``table``                ``messages`` (default): the columns of ``rocketstore.MESSAGE_SCHEMA``
+                         plus ``store`` (the store's path), timestamps as Spark timestamps.
+                         ``consumequeue``: one row per consume queue unit (``topic, queue_id,
+                         queue_offset, commitlog_offset, size, tags_code, store``).
+                         ``index``: one row per index file entry.
+``partitioning``         ``file``: one partition per commit log file, every record in the
+                         files in commit log order (default for a full read). ``queue``: one
+                         partition per (store, topic, queue), read through the consume queue
+                         (default when ``topics``, offsets or timestamps are given).
+``topics``               Comma-separated topics to read (all if absent).
+``startingOffsets``      ``earliest`` (default), ``latest`` or JSON ``{"TopicA": {"0": 23}}``
+                         (queue offsets; -2 earliest, -1 latest; unlisted queues use the
+                         default); ``{"store-00000": {"TopicA": {"0": 23}}}`` names stores by
+                         path relative to the load path (``"."`` for the path itself).
+``endingOffsets``        Same form; exclusive; ``latest`` (default).
+``startingTimestamp``    Epoch ms: each queue starts at its first message stored at or after
+                         it (``get_offset_in_queue_by_time``); overrides ``startingOffsets``.
+``endingTimestamp``      Epoch ms: each queue ends before its first message stored at or after
+                         it.
+``verifyCrc``            ``true``: check every body CRC; a mismatch fails the task with
+                         ``CorruptionError`` naming file and offset. Default ``false``.
+``maxMessagesPerBatch``  Rows per Arrow batch (default 16384).
+``maxOffsetsPerTrigger`` Streaming only: messages per microbatch over all queues.
+store configuration      Geometry of stores written with non-default settings, e.g.
+                         ``maxHashSlotNum``/``maxIndexNum`` for the index.
+=======================  =====================================================================
+
+Stream: ``spark.readStream.format("rocketstore").load(path)`` with the reader's options
+(``table=messages`` only; no ending offsets). Offsets are per (store, topic, queue):
+``{"store-00000": {"TopicA": {"0": 42}}}``. ``trigger(availableNow=True)`` reads what exists
+when the query starts and stops; a restart with the same checkpoint reads only newer messages.
+
+Jobs: :func:`ingest` writes a DataFrame into ``N`` stores and :func:`verify` checks a root
+(CRC, framing, consume queues, index, manifest, and optionally equality with the source).
+"""
+
+from __future__ import annotations
+
+from rocketstore.spark._reader import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA
+from rocketstore.spark._source import RocketStoreDataSource, register
+from rocketstore.spark._writer import MANIFEST, body_digest
+from rocketstore.spark.jobs import ingest, verify
+
+__all__ = [
+    "CONSUME_QUEUE_SCHEMA",
+    "INDEX_SCHEMA",
+    "MANIFEST",
+    "MESSAGE_SCHEMA",
+    "RocketStoreDataSource",
+    "body_digest",
+    "ingest",
+    "register",
+    "verify",
+]
+
+
+def _register_on_active_session() -> None:
+    """Registers the source on the session of this process, if there is one (not on workers)."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is not None:
+        register(spark)
+
+
+_register_on_active_session()

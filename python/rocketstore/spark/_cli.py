@@ -1,0 +1,429 @@
+"""The Spark half of the ``rocketstore`` command: ``demo``, ``ingest`` and ``verify``.
+
+Kept apart from :mod:`rocketstore.cli` so that ``rocketstore inspect``/``dump`` start without
+importing PySpark. Each command makes (or reuses) a SparkSession, shows one progress bar per
+step (Spark tasks done / known), and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SparkProgress", "cmd_demo", "cmd_ingest", "cmd_verify", "read_input", "session"]
+
+#: Columns put() accepts (what the writer takes); the CLI drops other input columns.
+PUT_COLUMNS = (
+    "topic",
+    "body",
+    "queue_id",
+    "tags",
+    "keys",
+    "properties",
+    "flag",
+    "born_timestamp",
+    "born_host",
+    "store_host",
+)
+
+
+_LOG4J = "rootLogger.level = error\nrootLogger.appenderRef.stdout.ref = console\n" + (
+    "appender.console.type = Console\nappender.console.name = console\n"
+    "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+    "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex\n"
+)
+
+
+# --------------------------------------------------------------------------------------
+# Session and progress
+# --------------------------------------------------------------------------------------
+
+
+@contextmanager
+def session(master: str, app: str, *, conf: list[str] | None = None) -> Iterator[SparkSession]:
+    """A SparkSession for one command; stopped at the end unless it already existed.
+
+    Local masters (``local[*]``, ``local-cluster[...]``) bind to 127.0.0.1, run the Python
+    workers with this interpreter and turn the web UI off. ``conf`` holds ``KEY=VALUE``
+    Spark settings given with ``--conf``.
+    """
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession.getActiveSession()
+    if existing is not None:
+        yield existing
+        return
+    local = master.startswith("local")
+    conf_dir: str | None = None
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if master.startswith("local-cluster") and "SPARK_HOME" not in os.environ:
+        import pyspark
+
+        os.environ["SPARK_HOME"] = os.path.dirname(pyspark.__file__)
+    if "SPARK_CONF_DIR" not in os.environ:
+        # Spark's default logging prints every WARN line; the command prints its own report.
+        conf_dir = tempfile.mkdtemp(prefix="rocketstore-spark-conf-")
+        Path(conf_dir, "log4j2.properties").write_text(_LOG4J)
+        os.environ["SPARK_CONF_DIR"] = conf_dir
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    if local:
+        cores = os.cpu_count() or 2
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", str(max(4, 2 * cores)))
+            .config("spark.driver.memory", "2g")
+        )
+    for item in conf or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"rocketstore: --conf expects KEY=VALUE, got {item!r}")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    try:
+        yield spark
+    finally:
+        spark.stop()
+        if conf_dir is not None:
+            os.environ.pop("SPARK_CONF_DIR", None)
+            shutil.rmtree(conf_dir, ignore_errors=True)
+
+
+class SparkProgress:
+    """A tqdm bar of the Spark tasks of the jobs started inside the ``with`` block.
+
+    Jobs are tagged with a job group; a thread polls ``statusTracker()`` twice a second and
+    shows completed / known tasks over all their stages. Disabled (no output) with
+    ``enabled=False`` or without tqdm.
+
+    Example::
+
+        with SparkProgress(spark, "ingest"):
+            df.write.format("rocketstore").save(root)
+    """
+
+    def __init__(self, spark: SparkSession, desc: str, *, enabled: bool = True) -> None:
+        self._sc = spark.sparkContext
+        self._desc = desc
+        self._group = f"rocketstore-{desc}-{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._bar: Any = None
+        self._tqdm: Any = None
+        self._thread: threading.Thread | None = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self._tqdm = tqdm
+
+    def _poll(self) -> None:
+        tracker = self._sc.statusTracker()
+        total = done = 0
+        for job_id in tracker.getJobIdsForGroup(self._group):
+            job = tracker.getJobInfo(job_id)
+            if job is None:
+                continue
+            for stage_id in job.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    total += stage.numTasks
+                    done += stage.numCompletedTasks
+        if total == 0 or self._tqdm is None:
+            return
+        if self._bar is None:  # made on the first task, so no empty bar is ever drawn
+            self._bar = self._tqdm(
+                total=total, desc=f"{self._desc:<8}", unit=" tasks", file=sys.stderr, leave=True
+            )
+        if (total, done) != (self._bar.total, self._bar.n):
+            self._bar.total = total
+            self._bar.n = done
+            self._bar.refresh()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self._poll()
+            except Exception:  # the session may be stopping; progress is best effort
+                return
+
+    def __enter__(self) -> SparkProgress:
+        self._sc.setJobGroup(self._group, self._desc)
+        if self._tqdm is not None:
+            self._thread = threading.Thread(
+                target=self._run, name="rocketstore-progress", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if exc_type is None and self._tqdm is not None:
+            with contextlib.suppress(Exception):  # best effort
+                self._poll()
+        if self._bar is not None:
+            if exc_type is None:  # stages Spark skipped (shuffle output reused) count as done
+                self._bar.n = self._bar.total
+                self._bar.refresh()
+            self._bar.close()
+        self._sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        self._sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------
+# Input files
+# --------------------------------------------------------------------------------------
+
+
+def _input_format(path: str, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    name = path.rstrip("/").lower()
+    for suffix, kind in (
+        (".parquet", "parquet"),
+        (".json", "json"),
+        (".jsonl", "json"),
+        (".ndjson", "json"),
+        (".csv", "csv"),
+    ):
+        if name.endswith(suffix):
+            return kind
+    if os.path.isdir(path):
+        for entry in sorted(os.listdir(path)):
+            if not entry.startswith(("_", ".")):
+                return _input_format(entry, None) if "." in entry else "parquet"
+    raise SystemExit(
+        f"rocketstore: cannot tell the format of {path}; pass --format parquet, json or csv"
+    )
+
+
+def read_input(spark: SparkSession, path: str, fmt: str | None = None) -> DataFrame:
+    """Reads a Parquet, JSON (lines) or CSV (with a header) file or directory of messages.
+
+    Columns named like ``put``'s arguments are kept (``topic`` and ``body`` required) and
+    cast where the file format cannot say: CSV ``queue_id``/``flag`` to int and
+    ``born_timestamp`` to a timestamp (or epoch ms), a JSON ``properties`` object to a
+    map<string, string>. Other columns are dropped with a note on stderr.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, MapType, StringType, StructType
+
+    kind = _input_format(path, fmt)
+    reader = spark.read.format(kind)
+    if kind == "csv":
+        reader = reader.option("header", "true").option("multiLine", "true").option("escape", '"')
+    df = reader.load(path)
+    extra = [c for c in df.columns if c not in PUT_COLUMNS]
+    if extra:
+        print(
+            f"rocketstore: ignoring input columns {', '.join(extra)} (not put() arguments)",
+            file=sys.stderr,
+        )
+    missing = [c for c in ("topic", "body") if c not in df.columns]
+    if missing:
+        raise SystemExit(
+            f"rocketstore: {path} has no {' or '.join(missing)} column (columns: "
+            f"{', '.join(df.columns)}); messages need at least topic and body"
+        )
+    cols = []
+    for name in (c for c in PUT_COLUMNS if c in df.columns):
+        col = F.col(name)
+        dtype = df.schema[name].dataType
+        if name in ("queue_id", "flag") and not isinstance(dtype, (LongType,)):
+            col = col.cast("int")
+        elif name == "born_timestamp" and isinstance(dtype, StringType):
+            col = F.when(col.rlike("^[0-9]+$"), F.timestamp_millis(col.cast("long"))).otherwise(
+                col.cast("timestamp")
+            )
+        elif name == "properties" and isinstance(dtype, StructType):
+            col = F.from_json(F.to_json(col), MapType(StringType(), StringType()))
+        elif name == "properties" and isinstance(dtype, StringType):
+            col = F.from_json(col, MapType(StringType(), StringType()))
+        elif name == "body" and not isinstance(dtype, StringType):
+            col = col.cast("binary")
+        cols.append(col.alias(name))
+    return df.select(*cols)
+
+
+# --------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} GB"
+
+
+def _print_ingest(summary: dict[str, Any]) -> None:
+    print(
+        f"ingest: {summary['messages']:,} messages ({_fmt_bytes(summary['bytes'])} of commit "
+        f"log) into {len(summary['stores'])} store(s) in {summary['seconds']:.1f} s = "
+        f"{summary['messages_per_second']:,.0f} msg/s, {summary['mb_per_second']:,.1f} MB/s"
+    )
+
+
+def _options(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"rocketstore: -o/--option expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _store_config(items: list[str]) -> dict[str, int | bool | str]:
+    """``-o KEY=VALUE`` items as typed store configuration keywords (snake_case)."""
+    from rocketstore.spark._options import split_options
+
+    _, config = split_options(_options(items), (), what="verify")
+    return config
+
+
+def _is_plain_store(path: Path) -> bool:
+    return (path / "commitlog").is_dir()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``rocketstore demo``: generate, ingest into N stores, verify against the source."""
+    from rocketstore.cli import demo_geometry
+    from rocketstore.spark.jobs import demo_messages, ingest, verify
+
+    root = Path(args.store)
+    show = not args.quiet
+    if _is_plain_store(root):  # a store from the non-Spark demo: replace it
+        shutil.rmtree(root)
+    elif root.exists() and not (
+        root.is_dir() and (not any(root.iterdir()) or (root / "_SUCCESS").is_file())
+    ):
+        raise SystemExit(
+            f"rocketstore demo: {root} exists and is not a demo store directory (no "
+            "_SUCCESS manifest); choose another --store or remove it yourself"
+        )
+    n = args.messages
+    print(
+        f"rocketstore demo: {n:,} generated messages (5 topics x {args.queues} queues, tags, "
+        f"keys, JSON bodies of mixed size) -> {root}/ as {args.stores} stores, Spark "
+        f"{args.master}"
+    )
+    file_size = args.file_size or 64 * 1024 * 1024
+    geometry = demo_geometry(n, args.stores)  # small index and consume queue files
+    with session(args.master, "rocketstore-demo", conf=args.conf) as spark:
+        df = demo_messages(spark, n, queues=args.queues)
+        with SparkProgress(spark, "ingest", enabled=show):
+            summary = ingest(
+                df,
+                root,
+                stores=args.stores,
+                mode="overwrite",
+                mapped_file_size_commit_log=file_size,
+                **geometry,
+            )
+        _print_ingest(summary)
+        report_path = Path(args.report) if args.report else root / "_report" / "verify.json"
+        with SparkProgress(spark, "verify", enabled=show):
+            report = verify(
+                spark,
+                root,
+                expected=df,
+                sample_keys=args.sample_keys,
+                report_path=report_path,
+                **geometry,
+            )
+    print(report.format())
+    print(
+        f"\nthroughput: ingest {summary['messages_per_second']:,.0f} msg/s "
+        f"({summary['mb_per_second']:,.1f} MB/s), verify {report.messages_per_second:,.0f} "
+        f"msg/s (every check above, including the comparison with the source)"
+    )
+    print(f"report: {report_path} and {report_path.with_suffix('.png')}")
+    return 0 if report.ok else 1
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """``rocketstore ingest``: a Parquet/JSON/CSV input into N stores."""
+    from rocketstore.spark.jobs import ingest
+
+    t0 = time.perf_counter()
+    with session(args.master, "rocketstore-ingest", conf=args.conf) as spark:
+        df = read_input(spark, args.input, args.format)
+        with SparkProgress(spark, "ingest", enabled=not args.quiet):
+            summary = ingest(
+                df,
+                args.store,
+                stores=args.stores,
+                mode=args.mode,
+                order_by=args.order_by,
+                **_options(args.option),
+            )
+    _print_ingest(summary)
+    print(
+        f"stores: {', '.join(summary['stores']) or '(none: the input is empty)'} under "
+        f"{summary['root']} (total {time.perf_counter() - t0:.1f} s with Spark start-up)"
+    )
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``rocketstore verify``: every check; exit status 1 if one fails."""
+    from rocketstore.spark.jobs import verify
+
+    with session(args.master, "rocketstore-verify", conf=args.conf) as spark:
+        expected = None
+        if args.expected:
+            expected = read_input(spark, args.expected, args.expected_format)
+        with SparkProgress(spark, "verify", enabled=not args.quiet):
+            report = verify(
+                spark,
+                args.root,
+                expected=expected,
+                sample_keys=args.sample_keys,
+                report_path=args.report,
+                **_store_config(args.option),
+            )
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.format(examples=args.examples))
+        if args.report:
+            written = Path(args.report)
+            if written.suffix.lower() != ".json":
+                written = written / "verify-report.json"
+            print(f"report: {written}")
+    return 0 if report.ok else 1

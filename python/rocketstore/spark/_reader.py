@@ -1,0 +1,589 @@
+"""The batch read side of the ``rocketstore`` Spark data source.
+
+``spark.read.format("rocketstore").load(path)`` reads one store (``path`` has a
+``commitlog/`` directory) or every store below ``path`` (see
+:func:`rocketstore.spark._stores.find_stores`). Every store is opened with
+``read_only=True``: reading never changes a byte on disk.
+
+Partitioning (option ``partitioning``):
+
+* ``file`` -- one partition per commit log file, read in commit log order with
+  ``read_arrow``. Returns every record in the files, including records no consume queue
+  points to. The default when no ``topics``/offsets/timestamps are given (a full read).
+* ``queue`` -- one partition per (store, topic, queue), read through the consume queue with
+  ``get_message_arrow`` between a start and an end queue offset. The default when
+  ``topics``, ``startingOffsets``, ``endingOffsets``, ``startingTimestamp`` or
+  ``endingTimestamp`` is given. ``table=consumequeue`` is always read this way.
+
+``table=index`` reads every entry of every index file, one partition per store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from rocketstore.exceptions import InvalidConfigError
+from rocketstore.spark._options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    lookup_offset,
+    normalize,
+    parse_bool,
+    parse_int,
+    parse_offsets,
+    split_options,
+)
+from rocketstore.spark._stores import MANIFEST, commitlog_files, find_stores, store_key
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from rocketstore import MessageStore
+
+__all__ = [
+    "CONSUME_QUEUE_SCHEMA",
+    "INDEX_SCHEMA",
+    "MESSAGE_SCHEMA",
+    "READER_OPTIONS",
+    "FilePartition",
+    "IndexPartition",
+    "QueuePartition",
+    "ReadSettings",
+    "RocketStoreReader",
+    "schema_for",
+]
+
+
+def _s(name: str, dtype: Any) -> StructField:
+    return StructField(name, dtype, True)
+
+
+#: Spark schema of ``table=messages`` (the default): the columns of
+#: ``rocketstore.MESSAGE_SCHEMA`` plus ``store``, the path of the store the row came from.
+MESSAGE_SCHEMA = StructType(
+    [
+        _s("topic", StringType()),
+        _s("queue_id", IntegerType()),
+        _s("queue_offset", LongType()),
+        _s("commitlog_offset", LongType()),
+        _s("store_size", IntegerType()),
+        _s("body", BinaryType()),
+        _s("body_crc", IntegerType()),
+        _s("flag", IntegerType()),
+        _s("sys_flag", IntegerType()),
+        _s("tags", StringType()),
+        _s("keys", StringType()),
+        _s("properties", MapType(StringType(), StringType(), True)),
+        _s("born_timestamp", TimestampType()),
+        _s("born_host", StringType()),
+        _s("store_timestamp", TimestampType()),
+        _s("store_host", StringType()),
+        _s("reconsume_times", IntegerType()),
+        _s("prepared_transaction_offset", LongType()),
+        _s("msg_id", StringType()),
+        _s("uniq_key", StringType()),
+        _s("store", StringType()),
+    ]
+)
+
+#: Spark schema of ``table=consumequeue``: one row per consume queue unit.
+CONSUME_QUEUE_SCHEMA = StructType(
+    [
+        _s("topic", StringType()),
+        _s("queue_id", IntegerType()),
+        _s("queue_offset", LongType()),
+        _s("commitlog_offset", LongType()),
+        _s("size", IntegerType()),
+        _s("tags_code", LongType()),
+        _s("store", StringType()),
+    ]
+)
+
+#: Spark schema of ``table=index``: one row per index file entry.
+INDEX_SCHEMA = StructType(
+    [
+        _s("file", StringType()),
+        _s("file_begin_timestamp", TimestampType()),
+        _s("slot", IntegerType()),
+        _s("entry", IntegerType()),
+        _s("key_hash", IntegerType()),
+        _s("commitlog_offset", LongType()),
+        _s("time_diff_s", IntegerType()),
+        _s("prev_index", IntegerType()),
+        _s("store", StringType()),
+    ]
+)
+
+_TABLES = {
+    "messages": MESSAGE_SCHEMA,
+    "consumequeue": CONSUME_QUEUE_SCHEMA,
+    "index": INDEX_SCHEMA,
+}
+
+#: The reader's own options (everything else must be a store configuration keyword).
+READER_OPTIONS = (
+    "table",
+    "topics",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "verifyCrc",
+    "partitioning",
+    "maxMessagesPerBatch",
+    "maxOffsetsPerTrigger",
+)
+
+_QUEUE_OPTIONS = (
+    "topics",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+)
+
+
+def _error(key: str, message: str) -> InvalidConfigError:
+    err = InvalidConfigError(message)
+    err.key = key
+    return err
+
+
+def _table_name(options: Mapping[str, str]) -> str:
+    value = options.get("table", "messages")
+    name = normalize(str(value))
+    if name not in _TABLES:
+        raise _error(
+            "table", f"option 'table' must be messages, consumequeue or index, not {value!r}"
+        )
+    return name
+
+
+def schema_for(options: Mapping[str, str]) -> StructType:
+    """The Spark schema the ``table`` option selects."""
+    return _TABLES[_table_name(options)]
+
+
+# --------------------------------------------------------------------------------------
+# Settings and partitions
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """The parsed read options; picklable, shipped to every task."""
+
+    root: str
+    table: str
+    topics: tuple[str, ...] | None
+    starting_default: int
+    starting: OffsetSpec
+    ending_default: int
+    ending: OffsetSpec
+    starting_timestamp: int | None
+    ending_timestamp: int | None
+    verify_crc: bool
+    partitioning: str
+    batch_size: int
+    max_offsets_per_trigger: int | None
+    config: dict[str, int | bool | str]
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, what: str = "reader") -> ReadSettings:
+        """Parses and checks the Spark options (on the driver)."""
+        path = options.get("path")
+        if not path:
+            raise _error(
+                "path",
+                "the rocketstore reader needs a path: spark.read.format('rocketstore')"
+                ".load('/path/to/store-or-root')",
+            )
+        own, config = split_options(options, READER_OPTIONS, what=what)
+        table = _table_name(own)
+        topics: tuple[str, ...] | None = None
+        if "topics" in own:
+            topics = tuple(t.strip() for t in own["topics"].split(",") if t.strip())
+            if not topics:
+                raise _error("topics", "option 'topics' is a comma-separated list of topics")
+        s_default, starting = parse_offsets("startingOffsets", own.get("startingoffsets"), EARLIEST)
+        e_default, ending = parse_offsets("endingOffsets", own.get("endingoffsets"), LATEST)
+        s_ts = own.get("startingtimestamp")
+        e_ts = own.get("endingtimestamp")
+        queue_options = [k for k in _QUEUE_OPTIONS if k in own]
+        partitioning = normalize(own.get("partitioning", ""))
+        if not partitioning:
+            partitioning = "queue" if queue_options or table == "consumequeue" else "file"
+        if partitioning not in ("file", "queue"):
+            raise _error(
+                "partitioning",
+                f"option 'partitioning' must be file or queue, not {own['partitioning']!r}",
+            )
+        if partitioning == "file" and table == "messages":
+            bad = [k for k in queue_options if k != "topics"]
+            if bad:
+                raise _error(
+                    bad[0],
+                    f"options {bad} select queue offsets; they need "
+                    "partitioning=queue (the default when they are given)",
+                )
+        if table == "consumequeue" and partitioning != "queue":
+            raise _error("partitioning", "table=consumequeue is read per queue")
+        max_per_trigger = own.get("maxoffsetspertrigger")
+        return cls(
+            root=os.path.abspath(str(path)),
+            table=table,
+            topics=topics,
+            starting_default=s_default,
+            starting=starting,
+            ending_default=e_default,
+            ending=ending,
+            starting_timestamp=parse_int("startingTimestamp", s_ts) if s_ts else None,
+            ending_timestamp=parse_int("endingTimestamp", e_ts) if e_ts else None,
+            verify_crc=parse_bool("verifyCrc", own.get("verifycrc", "false")),
+            partitioning=partitioning,
+            batch_size=parse_int(
+                "maxMessagesPerBatch", own.get("maxmessagesperbatch", "16384"), minimum=1
+            ),
+            max_offsets_per_trigger=(
+                parse_int("maxOffsetsPerTrigger", max_per_trigger, minimum=1)
+                if max_per_trigger
+                else None
+            ),
+            config=config,
+        )
+
+    def stores(self) -> list[Path]:
+        """Every store root under the path; an error if there is none."""
+        root = Path(self.root)
+        if not root.is_dir():
+            raise FileNotFoundError(2, "no such directory to read stores from", self.root)
+        stores = find_stores(root)
+        if not stores:
+            raise FileNotFoundError(
+                2, "no RocketMQ store (a directory with commitlog/) at or below", self.root
+            )
+        return stores
+
+    def open(self, store: str | Path) -> MessageStore:
+        """Opens one store read-only.
+
+        The configuration is the one the Spark writer recorded for the store in the manifest
+        of its parent directory (if any), overridden by the options given to the reader.
+        """
+        from rocketstore import MessageStore
+
+        config: dict[str, Any] = {**manifest_config(Path(store)), **self.config}
+        return MessageStore(store, read_only=True, **config)
+
+    def wants(self, topic: str) -> bool:
+        """True if ``topic`` is selected by the ``topics`` option (or there is none)."""
+        return self.topics is None or topic in self.topics
+
+
+def manifest_config(store: Path) -> dict[str, int | bool | str]:
+    """The store configuration the ``_SUCCESS`` manifest next to ``store`` records for it."""
+    import json
+
+    try:
+        data = json.loads((store.parent / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or not isinstance(data.get("stores"), list):
+        return {}
+    for entry in data["stores"]:
+        if isinstance(entry, dict) and entry.get("path") == store.name:
+            config = entry.get("config")
+            if isinstance(config, dict):
+                return {str(k): v for k, v in config.items() if isinstance(v, (int, bool, str))}
+    return {}
+
+
+@dataclass(frozen=True)
+class FilePartition(InputPartition):
+    """The records of one commit log file: ``[start, end)`` of one store."""
+
+    store: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class QueuePartition(InputPartition):
+    """Queue offsets ``[start, end)`` of one (store, topic, queue)."""
+
+    store: str
+    topic: str
+    queue_id: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class IndexPartition(InputPartition):
+    """Every index entry of one store."""
+
+    store: str
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One queue of one store as a planner sees it."""
+
+    key: str  # the store's name relative to the root
+    store: str  # the store's absolute path
+    topic: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+
+
+def list_queues(settings: ReadSettings) -> list[QueueInfo]:
+    """Every selected (store, topic, queue) with its current min and max offsets."""
+    root = Path(settings.root)
+    out: list[QueueInfo] = []
+    for store in settings.stores():
+        key = store_key(root, store)
+        with settings.open(store) as s:
+            for topic, qid, lo, hi in s.consume_queues():
+                if settings.wants(topic):
+                    out.append(QueueInfo(key, str(store), topic, qid, lo, hi))
+    return out
+
+
+def _resolve(offset: int, q: QueueInfo) -> int:
+    if offset == EARLIEST:
+        return q.min_offset
+    if offset == LATEST:
+        return q.max_offset
+    return min(max(offset, q.min_offset), q.max_offset)
+
+
+def plan_queue_ranges(settings: ReadSettings) -> list[QueuePartition]:
+    """The (store, topic, queue) partitions with their start and end offsets."""
+    parts: list[QueuePartition] = []
+    by_store: dict[str, list[QueueInfo]] = {}
+    for q in list_queues(settings):
+        by_store.setdefault(q.store, []).append(q)
+    for store, queues in by_store.items():
+        timed = settings.starting_timestamp is not None or settings.ending_timestamp is not None
+        handle = settings.open(store) if timed else None
+        try:
+            for q in queues:
+                start = _resolve(
+                    lookup_offset(
+                        settings.starting, settings.starting_default, q.key, q.topic, q.queue_id
+                    ),
+                    q,
+                )
+                end = _resolve(
+                    lookup_offset(
+                        settings.ending, settings.ending_default, q.key, q.topic, q.queue_id
+                    ),
+                    q,
+                )
+                if handle is not None and settings.starting_timestamp is not None:
+                    start = _resolve(
+                        handle.get_offset_in_queue_by_time(
+                            q.topic, q.queue_id, settings.starting_timestamp
+                        ),
+                        q,
+                    )
+                if handle is not None and settings.ending_timestamp is not None:
+                    end = _resolve(
+                        handle.get_offset_in_queue_by_time(
+                            q.topic, q.queue_id, settings.ending_timestamp
+                        ),
+                        q,
+                    )
+                if end > start:
+                    parts.append(QueuePartition(store, q.topic, q.queue_id, start, end))
+        finally:
+            if handle is not None:
+                handle.close()
+    return parts
+
+
+# --------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------
+
+
+def _arrow_target(schema: StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _conform(batch: pa.RecordBatch, store: str, target: pa.Schema) -> pa.RecordBatch:
+    """Adds the ``store`` column and casts to the Arrow form of the Spark schema."""
+    import pyarrow as pa
+
+    store_col = pa.repeat(pa.scalar(store, pa.string()), batch.num_rows)
+    arrays: list[Any] = []
+    for f in target:
+        if f.name == "store":
+            arrays.append(store_col)
+        else:
+            arrays.append(batch.column(f.name))
+    full = pa.RecordBatch.from_arrays(arrays, names=target.names)
+    return full.cast(target)
+
+
+def _filter_topics(batch: pa.RecordBatch, topics: Sequence[str] | None) -> pa.RecordBatch:
+    if topics is None or batch.num_rows == 0:
+        return batch
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return batch.filter(pc.is_in(batch.column("topic"), value_set=pa.array(list(topics))))
+
+
+def read_file(
+    settings: ReadSettings, store: MessageStore, p: FilePartition, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The records of one commit log file, in commit log order."""
+    offset = p.start
+    while offset < p.end:
+        batch, nxt = store.read_arrow(
+            offset,
+            max_messages=settings.batch_size,
+            end_offset=p.end,
+            verify_crc=settings.verify_crc,
+        )
+        batch = _filter_topics(batch, settings.topics)
+        if batch.num_rows:
+            yield _conform(batch, p.store, target)
+        if nxt <= offset:
+            break
+        offset = nxt
+
+
+def read_queue(
+    settings: ReadSettings, store: MessageStore, p: QueuePartition, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The messages of queue offsets ``[start, end)`` of one queue."""
+    offset = max(p.start, store.min_offset_in_queue(p.topic, p.queue_id))
+    while offset < p.end:
+        batch, nxt = store.get_message_arrow(
+            p.topic,
+            p.queue_id,
+            offset,
+            settings.batch_size,
+            end_offset=p.end,
+            verify_crc=settings.verify_crc,
+        )
+        if batch.num_rows:
+            yield _conform(batch, p.store, target)
+        if nxt <= offset:
+            break
+        offset = nxt
+
+
+def read_cq(
+    settings: ReadSettings, store: MessageStore, p: QueuePartition, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The consume queue units of queue offsets ``[start, end)`` of one queue."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    offset = p.start
+    while offset < p.end:
+        batch = store.read_consume_queue(
+            p.topic, p.queue_id, offset, min(settings.batch_size, p.end - offset)
+        )
+        if batch.num_rows == 0:
+            break
+        qo: Any = batch.column("queue_offset")
+        last = int(qo[batch.num_rows - 1].as_py())
+        batch = batch.filter(pc.less(qo, pa.scalar(p.end, pa.int64())))
+        if batch.num_rows:
+            yield _conform(batch, p.store, target)
+        if last + 1 <= offset:
+            break
+        offset = last + 1
+
+
+def read_partition(
+    settings: ReadSettings, schema: StructType, partition: InputPartition
+) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of one partition (executor side)."""
+    if not isinstance(partition, (FilePartition, QueuePartition, IndexPartition)):
+        return  # the single empty partition Spark plans when a read has none
+    target = _arrow_target(schema)
+    with settings.open(partition.store) as store:
+        if isinstance(partition, FilePartition):
+            yield from read_file(settings, store, partition, target)
+        elif isinstance(partition, IndexPartition):
+            batch = store.read_index()
+            for i in range(0, batch.num_rows, settings.batch_size):
+                yield _conform(batch.slice(i, settings.batch_size), partition.store, target)
+        elif settings.table == "consumequeue":
+            yield from read_cq(settings, store, partition, target)
+        else:
+            yield from read_queue(settings, store, partition, target)
+
+
+def _check_schema(schema: StructType, table: str) -> None:
+    available = {f.name for f in _TABLES[table].fields}
+    unknown = [f.name for f in schema.fields if f.name not in available]
+    if unknown:
+        raise _error(
+            "schema",
+            f"columns {unknown} are not in the rocketstore {table} table "
+            f"(columns: {', '.join(f.name for f in _TABLES[table].fields)})",
+        )
+
+
+class RocketStoreReader(DataSourceReader):
+    """Plans and reads the partitions of ``spark.read.format("rocketstore").load(path)``.
+
+    Example::
+
+        df = (
+            spark.read.format("rocketstore")
+            .option("topics", "TopicA,TopicB")
+            .option("startingOffsets", '{"TopicA": {"0": 100}}')
+            .load("/data/stores")
+        )
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.settings = ReadSettings.parse(options)
+        _check_schema(schema, self.settings.table)
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """One partition per commit log file, per queue or per store (see the module docs)."""
+        s = self.settings
+        parts: list[InputPartition] = []
+        if s.table == "index":
+            parts.extend(IndexPartition(str(p)) for p in s.stores())
+        elif s.partitioning == "queue":
+            parts.extend(plan_queue_ranges(s))
+        else:
+            for store in s.stores():
+                for start, size in commitlog_files(store):
+                    if size > 0:
+                        parts.append(FilePartition(str(store), start, start + size))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of one partition, built in Rust (executor side)."""
+        return read_partition(self.settings, self.schema, partition)

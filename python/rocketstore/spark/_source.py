@@ -1,0 +1,82 @@
+"""The ``rocketstore`` Spark data source class and its registration."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from rocketstore.spark._reader import RocketStoreReader, schema_for
+from rocketstore.spark._stream import RocketStoreStreamReader
+from rocketstore.spark._writer import RocketStoreWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["RocketStoreDataSource", "register"]
+
+
+class RocketStoreDataSource(DataSource):
+    """PySpark data source ``rocketstore``: RocketMQ store roots as DataFrames.
+
+    Registered by ``import rocketstore.spark`` (on the active session), by
+    :func:`register`, or automatically by Spark through the ``pyspark_rocketstore`` module.
+    See :mod:`rocketstore.spark` for the options.
+
+    Example::
+
+        import rocketstore.spark  # registers the data source on the active session
+
+        df.write.format("rocketstore").mode("append").save("/data/stores")
+        back = spark.read.format("rocketstore").load("/data/stores")
+        stream = spark.readStream.format("rocketstore").load("/data/stores")
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name: ``rocketstore``."""
+        return "rocketstore"
+
+    def schema(self) -> StructType:
+        """The schema of the table the ``table`` option selects (``messages`` by default)."""
+        return schema_for(self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """A batch reader (``spark.read``)."""
+        return RocketStoreReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """A batch writer (``df.write``), one store per task, published on commit."""
+        return RocketStoreWriter(self.options, schema, overwrite)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A microbatch stream reader (``spark.readStream``)."""
+        return RocketStoreStreamReader(self.options, schema)
+
+
+def register(spark: SparkSession | None = None) -> None:
+    """Registers the ``rocketstore`` data source on ``spark`` (default: the active session).
+
+    Example::
+
+        from pyspark.sql import SparkSession
+
+        from rocketstore.spark import register
+
+        spark = SparkSession.builder.getOrCreate()
+        register(spark)
+        spark.read.format("rocketstore").load("/data/stores").count()
+    """
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise RuntimeError("no active SparkSession to register the rocketstore source on")
+    spark.dataSource.register(RocketStoreDataSource)

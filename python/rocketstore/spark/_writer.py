@@ -1,0 +1,626 @@
+"""The write side of the ``rocketstore`` Spark data source: one store per task, published on commit.
+
+Protocol (see :class:`RocketStoreWriter`):
+
+1. On the driver, ``DataSource.writer`` checks the DataFrame's columns and the options (an
+   unknown column or option fails the job before any task starts) and picks a job id.
+2. Each task writes its rows into a new store under a path of its own attempt,
+   ``<root>/_temporary/<job id>/part-<partition>-<task attempt id>``, from the Arrow batches
+   Spark hands it (``put_batch``, GIL released), flushes and closes it, and returns a
+   :class:`StoreCommitMessage` with the store's statistics. A task that fails removes its
+   directory; one that is killed leaves it under ``_temporary``, where nobody reads.
+3. On the driver, ``commit`` receives exactly one message per partition (Spark's output
+   commit coordinator lets one attempt of each partition commit), renames each of those
+   directories to ``<root>/store-<n>`` (``n`` above every existing store, zero-padded to 5
+   digits), writes the ``_SUCCESS`` manifest atomically and deletes
+   ``_temporary/<job id>`` with every other attempt in it. ``abort`` deletes
+   ``_temporary/<job id>``. Retried and speculative attempts therefore never publish a store,
+   and a published store is always a complete, flushed, closed one.
+
+With ``mode("overwrite")``, ``commit`` first moves the old stores (every store root the reader
+would find under ``root``) and the old manifest aside into the job's temporary directory,
+publishes the new stores, then deletes the old ones; nothing else under ``root`` is touched.
+If publishing fails half-way, the stores already renamed are moved back and the old ones
+restored.
+
+Manifest (``<root>/_SUCCESS``, JSON)::
+
+    {"format": "rocketstore-spark", "version": 1, "job_id": "...", "mode": "append",
+     "written_at": "2024-01-01T00:00:00+00:00", "body_digest_algorithm": "...",
+     "totals": {"stores": 2, "messages": 1000, "bytes": 250000},
+     "stores": [{"path": "store-00000", "job_id": "...", "partition": 0, "task_attempt": 7,
+                 "messages": 500, "bytes": 125000, "min_offset": 0, "max_offset": 125000,
+                 "queues": {"TopicA": {"0": 125, "1": 125, ...}},
+                 "body_digest": "1234567890123",
+                 "config": {"mapped_file_size_commit_log": 1048576}}, ...]}
+
+``min_offset`` is the commit log offset of the store's first record and ``max_offset`` the
+offset after its last record (the store's ``max_commitlog_offset()``); ``bytes`` is the sum
+of the records' sizes (``max_offset - min_offset`` minus the blanks at file ends);
+``config`` holds the store configuration options the writer was given, which the reader
+applies when it opens the store (index and consume queue geometry are not recorded in the
+files). With ``mode("append")`` the new stores are added to the stores the old manifest
+listed.
+
+``body_digest`` is order-independent so a verifier can recompute it with a plain aggregation:
+the sum, over the store's messages, of the first 60 bits of SHA-256(body) read as an unsigned
+big-endian integer (the first 15 hex digits of ``sha2(body, 256)``), as a decimal string. In
+Spark SQL: ``sum(cast(conv(substr(sha2(body, 256), 1, 15), 16, 10) as decimal(38, 0)))``.
+Unlike an XOR, a sum also tells a duplicated message from a missing one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
+from rocketstore.spark._options import normalize, parse_int, split_options
+from rocketstore.spark._stores import MANIFEST, TEMPORARY, find_stores, is_store
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import DataType, StructType
+
+    from rocketstore import MessageStore
+
+__all__ = [
+    "MANIFEST",
+    "TEMPORARY",
+    "WRITER_OPTIONS",
+    "RocketStoreWriter",
+    "StoreCommitMessage",
+    "body_digest",
+]
+
+#: Description of ``body_digest`` written into the manifest.
+DIGEST_ALGORITHM = (
+    "sum over messages of the first 60 bits of sha256(body) as an unsigned big-endian "
+    "integer (first 15 hex digits), decimal string"
+)
+
+#: The writer's own options (everything else must be a store configuration keyword).
+WRITER_OPTIONS = ("queueSelector", "queueNums")
+
+_STORE_NAME = re.compile(r"^store-(\d+)$")
+_ACCEPTED_STATUSES = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT"})
+
+
+# --------------------------------------------------------------------------------------
+# Digest and statistics
+# --------------------------------------------------------------------------------------
+
+
+def body_digest(bodies: pa.Array[Any] | pa.ChunkedArray[Any]) -> int:
+    """The manifest's ``body_digest`` of ``bodies`` (binary or string values), as an int.
+
+    Example::
+
+        import hashlib
+
+        import pyarrow as pa
+
+        d = body_digest(pa.array([b"a", b"b"]))
+        assert d == sum(int(hashlib.sha256(b).hexdigest()[:15], 16) for b in (b"a", b"b"))
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(bodies, pa.ChunkedArray):
+        bodies = bodies.combine_chunks()
+    array = pc.cast(bodies, pa.large_binary())
+    n = len(array)
+    if n == 0:
+        return 0
+    _, offsets_buf, data_buf = array.buffers()
+    assert offsets_buf is not None
+    offsets = memoryview(offsets_buf).cast("q")[array.offset : array.offset + n + 1]
+    data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
+    sha256 = hashlib.sha256
+    total = 0
+    for i in range(n):
+        total += int.from_bytes(sha256(data[offsets[i] : offsets[i + 1]]).digest()[:8]) >> 4
+    return total
+
+
+@dataclass
+class _StoreStats:
+    messages: int = 0
+    bytes: int = 0
+    min_offset: int | None = None
+    max_offset: int | None = None
+    queues: dict[str, dict[str, int]] = field(default_factory=dict)
+    body_digest: int = 0
+
+    def add_batch(self, table: pa.Table, results: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        n = results.num_rows
+        if n == 0:
+            return
+        self.messages += n
+        self.bytes += int(pc.sum(results.column("wrote_bytes")).as_py() or 0)
+        if self.min_offset is None:
+            self.min_offset = int(results.column("commitlog_offset")[0].as_py())
+        self.body_digest += body_digest(table.column("body"))
+
+    def finish(self, store: MessageStore) -> None:
+        """Takes the end offset and the per-queue counts from the (fresh) store."""
+        self.max_offset = store.max_commitlog_offset()
+        for topic, queue_id, next_offset in store.queue_offsets():
+            self.queues.setdefault(topic, {})[str(queue_id)] = next_offset
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "bytes": self.bytes,
+            "min_offset": self.min_offset if self.min_offset is not None else 0,
+            "max_offset": self.max_offset if self.max_offset is not None else 0,
+            "queues": {
+                t: dict(sorted(q.items(), key=lambda kv: int(kv[0])))
+                for t, q in sorted(self.queues.items())
+            },
+            "body_digest": str(self.body_digest),
+        }
+
+
+@dataclass(frozen=True)
+class StoreCommitMessage(WriterCommitMessage):
+    """What a write task reports to the driver: its store's temporary path and statistics.
+
+    ``path`` is ``None`` when the task had no rows (no store is published for it).
+    """
+
+    partition: int
+    task_attempt: int
+    attempt_number: int
+    path: str | None
+    stats: dict[str, Any]
+
+
+# --------------------------------------------------------------------------------------
+# Column checks and queue selection
+# --------------------------------------------------------------------------------------
+
+
+def _put_columns() -> tuple[str, ...]:
+    from rocketstore._arrow import COLUMNS
+
+    return tuple(COLUMNS)
+
+
+def _check_type(name: str, dtype: DataType) -> None:
+    from pyspark.sql import types as T
+
+    text = (T.StringType, T.VarcharType, T.CharType)
+    ints = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    from rocketstore._arrow import _TEXT_COLUMNS
+
+    ok: bool
+    if name in _TEXT_COLUMNS:
+        ok = isinstance(dtype, text)
+        want = "string"
+    elif name == "body":
+        ok = isinstance(dtype, (T.BinaryType, *text))
+        want = "binary (or string)"
+    elif name == "keys":
+        ok = isinstance(dtype, text) or (
+            isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, text)
+        )
+        want = "string (space-separated keys) or array<string>"
+    elif name == "properties":
+        ok = (
+            isinstance(dtype, T.MapType)
+            and isinstance(dtype.keyType, text)
+            and isinstance(dtype.valueType, text)
+        )
+        want = "map<string, string>"
+    elif name == "born_timestamp":
+        ok = isinstance(dtype, (T.TimestampType, T.TimestampNTZType, *ints))
+        want = "timestamp or bigint (epoch milliseconds)"
+    else:
+        ok = isinstance(dtype, ints)
+        want = "an integer type"
+    if not ok:
+        err = InvalidMessageError(
+            f"invalid {name}: column {name!r} has Spark type {dtype.simpleString()}, "
+            f"expected {want}"
+        )
+        err.field = name
+        raise err
+
+
+def check_schema(schema: StructType) -> None:
+    """Checks the DataFrame's columns against ``put``'s arguments (on the driver)."""
+    allowed = _put_columns()
+    names = [f.name for f in schema.fields]
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        err = InvalidMessageError(
+            f"invalid message: the DataFrame has columns {unknown} that are not put() "
+            f"arguments; select only these columns: {', '.join(allowed)} (topic and body "
+            "are required)"
+        )
+        err.field = unknown[0]
+        raise err
+    for required in ("topic", "body"):
+        if required not in names:
+            err = InvalidMessageError(
+                f"invalid {required}: the DataFrame has no {required!r} column "
+                f"(columns: {', '.join(names) or 'none'})"
+            )
+            err.field = required
+            raise err
+    for f in schema.fields:
+        _check_type(f.name, f.dataType)
+
+
+def _queue_selector(value: str | None) -> str:
+    if value is None:
+        return "hash"
+    v = normalize(value)
+    if v == "hash":
+        return "hash"
+    if v == "roundrobin":
+        return "round_robin"
+    err = InvalidConfigError(
+        f"option 'queueSelector' must be 'hash' (of the keys) or 'round_robin', not {value!r}"
+    )
+    err.key = "queueSelector"
+    raise err
+
+
+def _joined_keys(keys: pa.ChunkedArray[Any]) -> pa.LargeBinaryArray:
+    """The keys of each row as one large_binary value: list elements joined by a space."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    array: Any = keys.combine_chunks()
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        array = pc.binary_join(
+            pc.cast(array, pa.large_list(pa.large_string())), pa.scalar(" ", pa.large_string())
+        )
+    joined: pa.LargeBinaryArray = pc.cast(array, pa.large_binary())
+    return joined
+
+
+def _assign_queues(
+    table: pa.Table, selector: str, queue_nums: int, counter: int
+) -> tuple[pa.Table, int]:
+    """Fills a missing or null ``queue_id`` with the selector's choice; returns the counter."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    names = table.schema.names
+    given = table.column("queue_id") if "queue_id" in names else None
+    if given is not None and given.null_count == 0:
+        return table, counter
+    robin = (np.arange(counter, counter + n, dtype=np.int64) % queue_nums).astype(np.int32)
+    counter += n
+    chosen = robin
+    if selector == "hash" and "keys" in names:
+        chosen = robin.copy()
+        joined = _joined_keys(table.column("keys"))
+        _, offsets_buf, data_buf = joined.buffers()
+        if offsets_buf is not None and data_buf is not None:
+            offsets = np.frombuffer(
+                memoryview(offsets_buf), dtype=np.int64, count=n + 1, offset=joined.offset * 8
+            )
+            keyed = np.diff(offsets) > 0
+            if joined.null_count:
+                keyed &= np.asarray(pc.is_valid(joined).to_numpy(zero_copy_only=False))
+            data = memoryview(data_buf)
+            crc32 = zlib.crc32
+            for i in np.flatnonzero(keyed).tolist():
+                chosen[i] = crc32(data[offsets[i] : offsets[i + 1]]) % queue_nums
+    chosen_array = pa.array(chosen, pa.int32())
+    if given is None:
+        return table.append_column("queue_id", chosen_array), counter
+    filled: Any = pc.coalesce(pc.cast(given, pa.int32()), chosen_array)
+    return table.set_column(names.index("queue_id"), "queue_id", filled), counter
+
+
+# --------------------------------------------------------------------------------------
+# The writer
+# --------------------------------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _task_identity() -> tuple[int, int, int]:
+    """(partition id, task attempt id, attempt number) of the running Spark task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, 0, 0
+    return ctx.partitionId(), ctx.taskAttemptId(), ctx.attemptNumber()
+
+
+class RocketStoreWriter(DataSourceArrowWriter):
+    """Writes each Spark task's rows into its own store; ``commit`` publishes them.
+
+    Created on the driver by ``df.write.format("rocketstore")`` (see the package docs for
+    the options); pickled to every task. See the module docstring for the protocol.
+
+    Example::
+
+        df.write.format("rocketstore").mode("append").option(
+            "mappedFileSizeCommitLog", 64 * 1024 * 1024
+        ).save("/data/stores")
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        path = options.get("path")
+        if not path:
+            err = InvalidConfigError(
+                "the rocketstore writer needs a root directory: df.write.format('rocketstore')"
+                ".save('/path/to/root')"
+            )
+            err.key = "path"
+            raise err
+        own, config = split_options(options, WRITER_OPTIONS, what="writer")
+        self.root = os.path.abspath(str(path))
+        self.config = config
+        self.selector = _queue_selector(own.get(normalize("queueSelector")))
+        self.queue_nums = parse_int("queueNums", own.get("queuenums", "4"), minimum=1)
+        self.overwrite = overwrite
+        self.job_id = uuid.uuid4().hex
+        check_schema(schema)
+        root = Path(self.root)
+        if root.exists() and not root.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "the write path is not a directory", self.root)
+        if is_store(root):
+            err = InvalidConfigError(
+                f"{self.root} is itself a store (it has commitlog/); write to a directory "
+                "that holds stores, e.g. its parent or a new directory"
+            )
+            err.key = "path"
+            raise err
+
+    # ---- paths ------------------------------------------------------------------------
+
+    @property
+    def job_dir(self) -> Path:
+        """``<root>/_temporary/<job id>``: every attempt of this job writes below it."""
+        return Path(self.root) / TEMPORARY / self.job_id
+
+    def attempt_dir(self, partition: int, task_attempt: int) -> Path:
+        """The store directory of one task attempt."""
+        return self.job_dir / f"part-{partition:05d}-{task_attempt}"
+
+    # ---- executor side ----------------------------------------------------------------
+
+    def _open(self, path: Path) -> MessageStore:
+        from rocketstore import MessageStore
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():  # a previous run of this very attempt id cannot exist; be safe
+            _remove_tree(path)
+        config: dict[str, Any] = dict(self.config)
+        return MessageStore(path, **config)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:  # type: ignore[override]
+        """Writes this task's batches into a fresh store (executor side)."""
+        import pyarrow as pa
+
+        partition, task_attempt, attempt_number = _task_identity()
+        path = self.attempt_dir(partition, task_attempt)
+        stats = _StoreStats()
+        counter = partition % self.queue_nums
+        store: MessageStore | None = None
+        row = 0
+        try:
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                table, counter = _assign_queues(
+                    pa.Table.from_batches([batch]), self.selector, self.queue_nums, counter
+                )
+                if store is None:
+                    store = self._open(path)
+                try:
+                    results = store.put_batch(table)
+                except Exception as e:
+                    e.add_note(
+                        f"rocketstore writer: Spark partition {partition} (task attempt "
+                        f"{task_attempt}), rows {row}..{row + table.num_rows - 1} of the task; "
+                        "nothing of this task is published"
+                    )
+                    raise
+                bad = [
+                    s
+                    for s in set(results.column("status").to_pylist())
+                    if s not in _ACCEPTED_STATUSES
+                ]
+                if bad:
+                    raise OSError(
+                        f"rocketstore writer: put_batch returned {bad} for rows {row}.. of "
+                        f"Spark partition {partition}; nothing of this task is published"
+                    )
+                stats.add_batch(table, results)
+                row += table.num_rows
+            if store is None:
+                return StoreCommitMessage(partition, task_attempt, attempt_number, None, {})
+            store.flush()
+            stats.finish(store)
+            store.close()
+            store = None
+        except BaseException:
+            if store is not None:
+                with contextlib.suppress(Exception):  # the original error is the one to report
+                    store.close()
+            _remove_tree(path)
+            raise
+        return StoreCommitMessage(
+            partition, task_attempt, attempt_number, str(path), stats.as_dict()
+        )
+
+    # ---- driver side ------------------------------------------------------------------
+
+    def _cleanup(self) -> None:
+        _remove_tree(self.job_dir)
+        with contextlib.suppress(OSError):  # only if no other job is running
+            (Path(self.root) / TEMPORARY).rmdir()
+
+    def _existing_manifest(self) -> list[dict[str, Any]]:
+        path = Path(self.root) / MANIFEST
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return []
+        if not isinstance(data, dict) or data.get("format") != "rocketstore-spark":
+            return []
+        stores = data.get("stores")
+        if not isinstance(stores, list):
+            return []
+        root = Path(self.root)
+        return [s for s in stores if isinstance(s, dict) and is_store(root / str(s.get("path")))]
+
+    def _next_index(self) -> int:
+        root = Path(self.root)
+        used = [-1]
+        if root.is_dir():
+            for child in root.iterdir():
+                m = _STORE_NAME.match(child.name)
+                if m:
+                    used.append(int(m.group(1)))
+        return max(used) + 1
+
+    def _publish(self, src: Path, index: int) -> tuple[Path, int]:
+        """Renames ``src`` to the first free ``store-<n>`` from ``index``; returns it."""
+        root = Path(self.root)
+        while True:
+            dest = root / f"store-{index:05d}"
+            if not dest.exists():
+                try:
+                    os.rename(src, dest)
+                except OSError as e:
+                    if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                        raise
+                else:
+                    return dest, index + 1
+            index += 1
+
+    def _write_manifest(self, stores: list[dict[str, Any]]) -> None:
+        root = Path(self.root)
+        manifest = {
+            "format": "rocketstore-spark",
+            "version": 1,
+            "job_id": self.job_id,
+            "mode": "overwrite" if self.overwrite else "append",
+            "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "body_digest_algorithm": DIGEST_ALGORITHM,
+            "totals": {
+                "stores": len(stores),
+                "messages": sum(int(s.get("messages", 0)) for s in stores),
+                "bytes": sum(int(s.get("bytes", 0)) for s in stores),
+            },
+            "stores": stores,
+        }
+        tmp = root / f".{MANIFEST}.{self.job_id}.tmp"
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, root / MANIFEST)
+        _fsync_dir(root)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Publishes one store per partition and writes the manifest (driver side)."""
+        root = Path(self.root)
+        ours: list[StoreCommitMessage] = []
+        for m in messages:
+            if not isinstance(m, StoreCommitMessage):
+                raise RuntimeError(
+                    f"rocketstore writer: commit got {type(m).__name__} instead of a "
+                    "StoreCommitMessage; nothing was published"
+                )
+            ours.append(m)
+        root.mkdir(parents=True, exist_ok=True)
+        replaced: list[tuple[Path, Path]] = []
+        published: list[tuple[Path, Path]] = []
+        manifest_backup: Path | None = None
+        try:
+            if self.overwrite:
+                aside = self.job_dir / "replaced"
+                aside.mkdir(parents=True, exist_ok=True)
+                for i, old in enumerate(find_stores(root)):
+                    if old == root:
+                        continue
+                    target = aside / f"{i:05d}"
+                    os.rename(old, target)
+                    replaced.append((old, target))
+                if (root / MANIFEST).exists():
+                    manifest_backup = aside / MANIFEST
+                    os.rename(root / MANIFEST, manifest_backup)
+                kept: list[dict[str, Any]] = []
+            else:
+                kept = self._existing_manifest()
+            index = self._next_index()
+            entries: list[dict[str, Any]] = []
+            for m in sorted(ours, key=lambda m: m.partition):
+                if m.path is None:
+                    continue
+                dest, index = self._publish(Path(m.path), index)
+                published.append((Path(m.path), dest))
+                entry = {
+                    "path": dest.relative_to(root).as_posix(),
+                    "job_id": self.job_id,
+                    "partition": m.partition,
+                    "task_attempt": m.task_attempt,
+                    **m.stats,
+                    "config": dict(sorted(self.config.items())),
+                }
+                entries.append(entry)
+            _fsync_dir(root)
+            self._write_manifest(kept + entries)
+        except BaseException:
+            for src, dest in reversed(published):
+                try:
+                    os.rename(dest, src)
+                except OSError:
+                    _remove_tree(dest)
+            for old, target in reversed(replaced):
+                with contextlib.suppress(OSError):
+                    old.parent.mkdir(parents=True, exist_ok=True)
+                    os.rename(target, old)
+            if manifest_backup is not None:
+                with contextlib.suppress(OSError):
+                    os.rename(manifest_backup, root / MANIFEST)
+            raise
+        self._cleanup()
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Removes every attempt's store of this job (driver side); publishes nothing."""
+        self._cleanup()

@@ -1,0 +1,166 @@
+"""The ingest + verify job on ``local-cluster[2,1,1024]`` with a packed Python environment.
+
+``local-cluster`` starts a standalone master and two workers inside the driver JVM, and each
+worker launches its executor as a separate JVM through ``SPARK_HOME/bin`` scripts (the pip
+``pyspark`` package has them). The executors get the Python environment the way a real
+cluster does: ``spark.archives=env.tar.gz#environment`` unpacks it into each executor's
+working directory and ``PYSPARK_PYTHON=./environment/bin/python`` runs the workers from it.
+
+The environment is packed like ``venv-pack`` would, without needing it: a fresh
+``python -m venv --without-pip`` plus the files of the distributions the workers import
+(rocketstore, pyarrow, pandas, numpy and their small dependencies), hard-linked from this
+virtualenv and written as a ``.tar.gz``. ``venv-pack`` itself refuses this virtualenv because
+rocketstore is installed in editable mode (``maturin develop``). PySpark is not packed: the
+executors import it from ``SPARK_HOME/python/lib/pyspark.zip``, as on a cluster.
+
+As on a client-mode cluster, the driver's own JVM also runs Python (for the data source's
+planning) with ``PYSPARK_PYTHON``, so the driver's working directory holds ``environment``
+too (here a symlink to the unpacked environment; on a cluster, unpack the archive there).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import rocketstore
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+#: What the Python workers import besides PySpark (rocketstore and the spark extra).
+PACKED_DISTRIBUTIONS = ("pyarrow", "pandas", "numpy", "python-dateutil", "pytz", "tzdata", "six")
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def pack_environment(work: Path) -> tuple[Path, Path]:
+    """Builds ``work/env`` (a relocatable-on-this-host venv) and ``work/env.tar.gz``."""
+    env = work / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    rel = purelib.relative_to(sysconfig.get_paths()["data"])
+    site = env / rel
+    for name in PACKED_DISTRIBUTIONS:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for f in dist.files or ():
+            src = Path(str(dist.locate_file(f)))
+            if src.is_file() and "__pycache__" not in src.parts:
+                _link_or_copy(src, site / f)
+    package = Path(rocketstore.__file__).parent  # editable install: the source tree
+    for src in package.rglob("*"):
+        if src.is_file() and "__pycache__" not in src.parts:
+            dst = site / "rocketstore" / src.relative_to(package)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)  # a copy: the source tree's files are rebuilt in place
+    archive = work / "env.tar.gz"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        tar.add(env, arcname=".")
+    return env, archive
+
+
+def test_ingest_and_verify_on_local_cluster_with_packed_env(tmp_path: Path) -> None:
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("needs Java 17+")
+    import pyspark
+
+    pip_home = Path(pyspark.__file__).parent
+    assert (pip_home / "bin" / "spark-class").exists(), "pip pyspark lacks bin/ scripts"
+    # local-cluster workers keep executor directories (with the unpacked archive) in
+    # SPARK_HOME/work, whatever SPARK_WORKER_DIR says; a private SPARK_HOME of symlinks keeps
+    # them in tmp_path instead of inside the installed pyspark package.
+    spark_home = tmp_path / "spark-home"
+    spark_home.mkdir()
+    for entry in pip_home.iterdir():
+        if entry.name not in ("work", "__pycache__"):
+            (spark_home / entry.name).symlink_to(entry)
+
+    env, archive = pack_environment(tmp_path)
+    # The packed interpreter imports rocketstore from the environment, not from this venv.
+    probe = subprocess.run(
+        [
+            str(env / "bin" / "python"),
+            "-c",
+            "import rocketstore, pyarrow; print(rocketstore.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert probe.stdout.strip().startswith(str(env))
+
+    driver_dir = tmp_path / "driver"
+    driver_dir.mkdir()
+    (driver_dir / "environment").symlink_to(env, target_is_directory=True)
+    root = tmp_path / "stores"
+    report = tmp_path / "report.json"
+    environ = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOCAL_DIRS": str(tmp_path / "local"),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": "./environment/bin/python",
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    cmd = [
+        sys.executable, "-m", "rocketstore.cli", "demo",
+        "--master", "local-cluster[2,1,1024]",
+        "--conf", f"spark.archives={archive}#environment",
+        "--conf", "spark.executor.memory=512m",
+        "--conf", "spark.driver.memory=1g",
+        "--messages", "20000", "--stores", "2", "--store", str(root),
+        "--file-size", str(1 << 20), "--report", str(report), "-q",
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=driver_dir,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=840,
+            check=False,
+        )
+        _check_run(proc, report, spark_home)
+    finally:  # about 1 GB: the archive and one unpacked copy per executor
+        archive.unlink(missing_ok=True)
+        shutil.rmtree(spark_home / "work", ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _check_run(proc: subprocess.CompletedProcess[str], report: Path, spark_home: Path) -> None:
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr[-4000:]}"
+    assert "ALL CHECKS PASSED" in proc.stdout
+    assert "ingest: 20,000 messages" in proc.stdout
+
+    data = json.loads(report.read_text())
+    assert data["ok"] is True
+    assert data["messages"] == 20_000
+    runners = [s["verified_by"] for s in data["stores"]]
+    assert len(runners) == 2
+    for r in runners:
+        # Each store was checked by a Python worker of an executor, started from the
+        # environment unpacked in that executor's working directory.
+        assert r["python"].endswith("environment/bin/python"), r
+        assert r["python"].startswith(str(spark_home / "work")), r
+        assert r["pid"] != os.getpid()
+    unpacked = list((spark_home / "work").glob("app-*/*/environment/bin/python"))
+    assert len(unpacked) == 2, unpacked  # one per executor JVM
