@@ -18,6 +18,8 @@ PYTHON      ?= python3
 VENV        ?= .venv
 CARGO       ?= cargo
 PYTEST_ARGS ?=
+# Extra arguments for `rocketstore demo`, e.g. DEMO_ARGS="--messages 100_000" or "--no-spark".
+DEMO_ARGS   ?=
 # Extra arguments for `cargo nextest run` / `cargo test`, e.g. CARGO_TEST_ARGS="-p rocketstore".
 CARGO_TEST_ARGS ?=
 
@@ -55,7 +57,7 @@ say = @printf '\n==> %s\n' "$(1)"
 
 .PHONY: help venv build lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
-	rust-failpoint-tests test-python test-python-all java-check \
+	rust-failpoint-tests bench-check test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
 
 help: ## Show this list
@@ -181,9 +183,11 @@ HAVE_NEXTEST   := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes
 
 test-rust-all: NEXTEST_EXTRA := --run-ignored all
 test-rust-all: LIBTEST_EXTRA := --include-ignored
+# The slow crash sweep (400 SYNC/ASYNC kill -9 runs + 30 crashes during recovery).
+test-rust-all: CRASH_ENV := ROCKETSTORE_CRASH_SLOW=1
 
 # Separate steps, so that `make -k` (as in .ci/run) still runs the others after a failure.
-test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests ## Rust tests: nextest (or cargo test), doctests, crash and failpoint tests
+test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests bench-check ## Rust tests: nextest (or cargo test), doctests, crash and failpoint tests, benches compile
 test-rust-all: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests
 
 rust-tests:
@@ -202,7 +206,13 @@ rust-doctests:
 rust-crash-tests:
 ifneq ($(and $(CRASH_TEST),$(HAVE_NEXTEST)),)
 	$(call say,Rust crash tests (harness = false: run by cargo test; the harness kills its own child processes))
-	$(CARGO) test $(LOCKED) -p rocketstore --test crash
+	$(CRASH_ENV) $(CARGO) test $(LOCKED) -p rocketstore --test crash
+endif
+
+bench-check:
+ifneq ($(wildcard benches/Cargo.toml),)
+	$(call say,Rust benchmarks compile: cargo bench --no-run)
+	$(CARGO) bench $(LOCKED) -p rocketstore-benches --no-run
 endif
 
 rust-failpoint-tests:
@@ -226,15 +236,15 @@ CLI_CHECK = @$(PY) -c 'import rocketstore.cli' 2>/dev/null || { \
 	echo "ERROR: rocketstore.cli cannot be imported: python/rocketstore/cli.py (with main()) is missing or broken." >&2; \
 	$(PY) -c 'import rocketstore.cli' >&2 || true; exit 1; }
 
-demo: build java-check ## Run the demo job on the embedded default data (.venv/bin/rocketstore demo)
+demo: build java-check ## Run the main job on generated data: Spark ingest of 1,000,000 messages into ./demo-store, then verify
 	$(CLI_CHECK)
-	$(call say,Running the demo: $(VENV_BIN)/rocketstore demo)
-	$(VENV_BIN)/rocketstore demo
+	$(call say,Running the demo job with Spark local[*]: $(VENV_BIN)/rocketstore demo $(DEMO_ARGS) (report in demo-store/_report/))
+	$(VENV_BIN)/rocketstore demo $(DEMO_ARGS)
 
 bench: build ## Run the Rust benchmarks (criterion, benches/) and the Python end-to-end benchmark
 ifneq ($(wildcard benches/Cargo.toml),)
 	$(call say,Rust benchmarks: cargo bench (set ROCKETSTORE_BENCH_DIR to pick the disk))
-	$(CARGO) bench $(LOCKED) --workspace --bench '*'
+	$(CARGO) bench $(LOCKED) -p rocketstore-benches
 else
 	$(call say,No Rust benchmarks yet (benches/Cargo.toml does not exist))
 endif

@@ -354,7 +354,16 @@ def test_cli_demo_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     store = tmp_path / "demo"
     small = ["--file-size", str(1 << 20), "-q"]
-    demo = ["demo", "--no-spark", "--store", str(store), "--messages", "5000", "--batch-size", "1500"]
+    demo = [
+        "demo",
+        "--no-spark",
+        "--store",
+        str(store),
+        "--messages",
+        "5000",
+        "--batch-size",
+        "1500",
+    ]
     assert cli.main([*demo, *small]) == 0
     out = capsys.readouterr().out
     assert "put_batch: 5,000 msgs in" in out

@@ -1,0 +1,104 @@
+//! Abnormal recovery: a store holding 512 MiB of commit log (1 KiB bodies, 128 MiB files, 8
+//! queues, a tag and a key per message) is reopened as after a crash: the abort file present, the
+//! checkpoint removed (so recovery scans from the first file) and the consume queues and index
+//! files removed (so everything is rebuilt). `recovery/abnormal_rebuild` times `Store::open`:
+//! scan + body CRC of every record + rebuild of every consume queue and index entry. Throughput
+//! in bytes of commit log (criterion prints GiB/s). The page cache is warm (the files were just
+//! written); a cold-cache figure adds the disk's read time.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rocketstore::{PutMessage, Store, StoreConfig, ABORT_FILE, CHECKPOINT_FILE};
+use rocketstore_benches::{bench_config, bench_root, body, report, Latencies};
+
+const TARGET_BYTES: u64 = 512 * 1024 * 1024;
+
+fn write(dir: &Path, cfg: &StoreConfig) -> u64 {
+    let store = Store::open(dir, cfg.clone()).unwrap();
+    let body = body(1024);
+    let keys: Vec<String> = (0..4096).map(|i| format!("key-{i}")).collect();
+    let key_refs: Vec<[&str; 1]> = keys.iter().map(|k| [k.as_str()]).collect();
+    while store.max_commitlog_offset() < TARGET_BYTES - 8 * 1024 * 1024 {
+        let msgs: Vec<PutMessage<'_>> = (0..4096)
+            .map(|i| PutMessage {
+                topic: "RecoverTopic",
+                body: &body,
+                queue_id: (i % 8) as i32,
+                tags: Some("TagA"),
+                keys: &key_refs[i],
+                ..Default::default()
+            })
+            .collect();
+        store.put_batch(&msgs).unwrap();
+    }
+    let end = store.max_commitlog_offset();
+    store.close().unwrap();
+    end
+}
+
+/// Makes the store look crashed with nothing but the commit log left.
+fn crash(dir: &Path) {
+    std::fs::write(dir.join(ABORT_FILE), b"").unwrap();
+    let _ = std::fs::remove_file(dir.join(CHECKPOINT_FILE));
+    let _ = std::fs::remove_dir_all(dir.join("consumequeue"));
+    let _ = std::fs::remove_dir_all(dir.join("index"));
+}
+
+fn recovery(c: &mut Criterion) {
+    let root = bench_root("recovery");
+    let dir = root.path().join("store");
+    let cfg = bench_config(128 * 1024 * 1024);
+    let bytes = write(&dir, &cfg);
+    let mut times = Latencies::default();
+    let mut g = c.benchmark_group("recovery");
+    g.throughput(Throughput::Bytes(bytes));
+    g.bench_function("abnormal_rebuild", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                crash(&dir);
+                let t = Instant::now();
+                let store = Store::open(&dir, cfg.clone()).unwrap();
+                let el = t.elapsed();
+                total += el;
+                times.push(el);
+                let rep = store.recovery_report().clone();
+                assert!(rep.abnormal);
+                assert_eq!(rep.end_offset, bytes);
+                store.close().unwrap();
+            }
+            total
+        });
+    });
+    g.finish();
+    let best = times.quantile_us(0.0) / 1e6;
+    let median = times.quantile_us(0.5) / 1e6;
+    report(
+        "recovery/abnormal_rebuild",
+        &format!(
+            "{:.0} MB of commit log: median {:.3} s ({:.2} GB/s, {:.2} s per GB), best {:.3} s",
+            bytes as f64 / 1e6,
+            median,
+            bytes as f64 / median / 1e9,
+            median / (bytes as f64 / 1e9),
+            best
+        ),
+        &format!(
+            "\"bytes\": {bytes}, \"median_s\": {median:.4}, \"best_s\": {best:.4}, \"gb_per_s\": {:.3}",
+            bytes as f64 / median / 1e9
+        ),
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(5));
+    targets = recovery
+}
+criterion_main!(benches);
