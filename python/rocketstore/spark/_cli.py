@@ -27,21 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SparkProgress", "cmd_demo", "cmd_ingest", "cmd_verify", "read_input", "session"]
 
-#: Columns put() accepts (what the writer takes); the CLI drops other input columns.
-PUT_COLUMNS = (
-    "topic",
-    "body",
-    "queue_id",
-    "tags",
-    "keys",
-    "properties",
-    "flag",
-    "born_timestamp",
-    "born_host",
-    "store_host",
-)
-
-
 _LOG4J = "rootLogger.level = error\nrootLogger.appenderRef.stdout.ref = console\n" + (
     "appender.console.type = Console\nappender.console.name = console\n"
     "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
@@ -239,6 +224,8 @@ def read_input(spark: SparkSession, path: str, fmt: str | None = None) -> DataFr
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, MapType, StringType, StructType
+
+    from rocketstore.spark.jobs import PUT_COLUMNS
 
     kind = _input_format(path, fmt)
     reader = spark.read.format(kind)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocketstore.spark._report import CHECKS, MAX_EXAMPLES, Check, VerifyReport
+from rocketstore.spark._writer import body_digest
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -160,25 +161,6 @@ def _partition_keys(n: int) -> list[int]:
         keys.setdefault(_murmur3_int(v) % n, v)
         v += 1
     return [keys[p] for p in range(n)]
-
-
-def _body_digest_of(bodies: Any) -> int:
-    """The manifest's body digest: sum of the first 60 bits of SHA-256 of each body."""
-    pa, pc = _arrow()
-
-    array = pc.cast(bodies, pa.large_binary())
-    n = len(array)
-    if n == 0:
-        return 0
-    _, offsets_buf, data_buf = array.buffers()
-    assert offsets_buf is not None
-    offsets = memoryview(offsets_buf).cast("q")[array.offset : array.offset + n + 1]
-    data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
-    sha256 = hashlib.sha256
-    total = 0
-    for i in range(n):
-        total += int.from_bytes(sha256(data[offsets[i] : offsets[i + 1]]).digest()[:8]) >> 4
-    return total
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -336,7 +318,7 @@ class _Scan:
     def add(self, batch: Any) -> None:
         if batch.num_rows == 0:
             return
-        self.digest += _body_digest_of(batch.column("body"))
+        self.digest += body_digest(batch.column("body"))
         self.batches.append(batch.select(list(_RECORD_COLUMNS)))
         self.count += batch.num_rows
 
