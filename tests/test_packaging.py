@@ -64,3 +64,26 @@ def test_requirements_dev_covers_pyproject() -> None:
 
     missing = sorted({canonicalize_name(r.name) for r in declared} - listed)
     assert not missing, f"add to requirements-dev.txt: {missing}"
+
+
+def test_configuration_doc_lists_every_field() -> None:
+    """docs/configuration.md has one row per config field, with its current default and range."""
+    rows = {
+        line.split("|")[1].strip().strip("`"): line
+        for line in (ROOT / "docs" / "configuration.md").read_text().splitlines()
+        if line.startswith("| `")
+    }
+    fields = rocketstore.config_fields()
+    assert sorted(rows) == sorted(f.name for f in fields)
+    for f in fields:
+        cells = [c.strip() for c in rows[f.name].split("|")[1:-1]]
+        if isinstance(f.default, bool):
+            want_range = "true / false"
+        elif f.min is None and f.max is None:
+            want_range = "see meaning"
+        else:
+            want_range = f"{f.min}..={f.max}"
+        assert cells[1] == f"`{f.default}`", f.name
+        assert cells[2] == want_range, f.name
+        assert cells[3] == (f"`{f.rocketmq_name}`" if f.rocketmq_name else "*ours*"), f.name
+        assert cells[4] == " ".join(f.doc.split()), f.name
