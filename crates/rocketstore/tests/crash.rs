@@ -32,6 +32,8 @@
 //! 400 writer runs and 30 recovery runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -41,6 +43,8 @@ use std::time::{Duration, Instant};
 use rocketstore::format::index::{index_key, read_entry};
 use rocketstore::format::{index_key_hash, IndexHeader};
 use rocketstore::{ConfigValue, GetStatus, PutMessage, PutStatus, Store, StoreConfig};
+
+use common::{copy_tree, files_under};
 
 const TOPICS: [&str; 3] = ["CrashA", "CrashB", "CrashC"];
 const SLOTS: u32 = 1000;
@@ -171,41 +175,6 @@ fn spawn_child(envs: &[(&str, String)]) -> std::process::Child {
 }
 
 /// Files of `sub` (relative path -> bytes).
-fn files_under(root: &Path, sub: &str) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.join(sub)];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    for sub in ["commitlog", "consumequeue", "index", "config"] {
-        for (rel, bytes) in files_under(src, sub) {
-            let p = dst.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, bytes).unwrap();
-        }
-    }
-    for f in ["checkpoint", "abort"] {
-        if let Ok(b) = std::fs::read(src.join(f)) {
-            std::fs::write(dst.join(f), b).unwrap();
-        }
-    }
-}
-
 /// Every (key hash, commit log offset) entry of the index files on disk.
 fn index_entry_set(root: &Path) -> HashSet<(i32, i64)> {
     let mut set = HashSet::new();

@@ -7,10 +7,14 @@
 //! every key resolves through the index; the store accepts a write afterwards.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rocketstore::format::{offset_to_file_name, Checkpoint};
+
+use common::{copy_tree, files_under};
 use rocketstore::{
     ConfigValue, Error, GetStatus, PutMessage, PutResult, PutStatus, Store, StoreConfig,
 };
@@ -74,34 +78,6 @@ fn populate(dir: &Path, n: u64) -> Vec<PutResult> {
     let r = put_range(&store, 0, n);
     store.close().unwrap();
     r
-}
-
-fn files_under(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    for (rel, bytes) in files_under(src) {
-        let p = dst.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, bytes).unwrap();
-    }
 }
 
 fn cl_file(root: &Path, offset: u64) -> PathBuf {
@@ -996,7 +972,7 @@ fn g3_a_hostile_topic_in_a_record_never_becomes_a_path() {
 fn rebuild_indexes_restores_identical_consume_queues_and_index_entries() {
     let dir = tempfile::tempdir().unwrap();
     let results = populate(dir.path(), 400);
-    let before = files_under(dir.path());
+    let before = files_under(dir.path(), "");
     let cq_before: BTreeMap<_, _> = before
         .iter()
         .filter(|(k, _)| k.starts_with("consumequeue"))
@@ -1034,7 +1010,7 @@ fn rebuild_indexes_restores_identical_consume_queues_and_index_entries() {
     assert_eq!(report.dispatched, 400);
     assert_eq!(report.consume_queues, 4);
     assert!(!dir.path().join("abort").exists());
-    let after = files_under(dir.path());
+    let after = files_under(dir.path(), "");
     let cq_after: BTreeMap<_, _> = after
         .iter()
         .filter(|(k, _)| k.starts_with("consumequeue"))

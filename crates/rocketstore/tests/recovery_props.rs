@@ -6,11 +6,15 @@
 //! - recovery never truncates below the checkpoint's durable offset.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use rocketstore::format::{offset_to_file_name, Checkpoint};
+
+use common::copy_tree;
 use rocketstore::{ConfigValue, GetStatus, PutMessage, PutStatus, Store, StoreConfig};
 
 const FILE: u64 = 16 * 1024;
@@ -80,23 +84,6 @@ struct Msg {
 
 fn body(seq: u64, len: usize) -> Vec<u8> {
     (0..len).map(|i| (seq as usize * 13 + i) as u8).collect()
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(src).unwrap();
-            if p.is_dir() {
-                std::fs::create_dir_all(dst.join(rel)).unwrap();
-                stack.push(p);
-            } else {
-                std::fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
-                std::fs::copy(&p, dst.join(rel)).unwrap();
-            }
-        }
-    }
 }
 
 /// The model check after a reopen.
