@@ -248,7 +248,7 @@ def read_input(spark: SparkSession, path: str, fmt: str | None = None) -> DataFr
     for name in (c for c in PUT_COLUMNS if c in df.columns):
         col = F.col(name)
         dtype = df.schema[name].dataType
-        if name in ("queue_id", "flag") and not isinstance(dtype, (LongType,)):
+        if name in ("queue_id", "flag", "delay_level") and not isinstance(dtype, (LongType,)):
             col = col.cast("int")
         elif name == "born_timestamp" and isinstance(dtype, StringType):
             col = F.when(col.rlike("^[0-9]+$"), F.timestamp_millis(col.cast("long"))).otherwise(

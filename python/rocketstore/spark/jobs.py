@@ -48,6 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore._arrow import COLUMNS
 from rocketstore.spark._report import CHECKS, MAX_EXAMPLES, Check, VerifyReport
 from rocketstore.spark._writer import body_digest
 
@@ -68,18 +69,7 @@ __all__ = [
 ]
 
 #: Columns ``put`` (and so the data source writer) accepts.
-PUT_COLUMNS = (
-    "topic",
-    "body",
-    "queue_id",
-    "tags",
-    "keys",
-    "properties",
-    "flag",
-    "born_timestamp",
-    "born_host",
-    "store_host",
-)
+PUT_COLUMNS = COLUMNS
 _MANIFEST = "_SUCCESS"
 #: query_message returns at most this many messages per key (RocketMQ's maxMsgsNumBatch).
 _QUERY_MAX = 64
