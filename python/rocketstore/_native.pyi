@@ -249,13 +249,18 @@ class MessageStore:
         delay_level: int = 0,
         transaction: Literal["prepared", "commit", "rollback"] | None = None,
         prepared_transaction_offset: int = 0,
+        producer_group: str | None = None,
     ) -> PutResult:
         """Puts one message and returns its :class:`PutResult`.
 
-        ``delay_level`` (1-based) stores the message in ``SCHEDULE_TOPIC_XXXX`` queue
-        ``delay_level - 1`` with ``REAL_TOPIC``/``REAL_QID``/``DELAY``; ``transaction`` makes it
-        a prepared (half), commit or rollback record (prepared and rollback records get no
-        consume queue entry and queue offset 0).
+        ``keys`` as one str is stored as is (the index splits it on spaces, like RocketMQ's
+        ``Message.setKeys(String)``); a list is joined with one space and an element containing a
+        space raises :class:`InvalidMessageError`. ``delay_level`` (1-based) stores the message
+        in ``SCHEDULE_TOPIC_XXXX`` queue ``delay_level - 1`` with
+        ``REAL_TOPIC``/``REAL_QID``/``DELAY``; ``transaction`` makes it a prepared (half), commit
+        or rollback record (prepared and rollback records get no consume queue entry and queue
+        offset 0); a prepared record carries ``TRAN_MSG=true`` and, with ``producer_group``,
+        ``PGROUP``, as a RocketMQ producer's half message does.
 
         Example::
 

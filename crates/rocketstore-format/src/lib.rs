@@ -99,6 +99,7 @@ pub mod filename;
 pub mod hash;
 pub mod host;
 pub mod index;
+pub mod keys;
 pub mod msgid;
 pub mod prop_crc;
 pub mod properties;
@@ -123,4 +124,4 @@ pub use record::{
     peek_store_timestamp, peek_total_size, record_len, DecodeError, DecodeOptions, Decoded,
     EncodeError, RecordHeader, RecordView,
 };
-pub use topic::{validate_topic, MessageVersion};
+pub use topic::{is_safe_topic_dir, validate_topic, MessageVersion};

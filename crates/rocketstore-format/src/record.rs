@@ -386,7 +386,10 @@ pub struct DecodeOptions {
     pub max_total_size: u32,
     /// Accept V2 records (RocketMQ 5.1+). Default `true`; `false` behaves like 4.x.
     pub accept_v2: bool,
-    /// Apply [`validate_topic`] to the decoded topic. Default `true`. UTF-8 is always required.
+    /// Apply [`validate_topic`] (the client's character set) to the decoded topic. Default
+    /// `false`: the format does not restrict topic text (only RocketMQ's client-side validator
+    /// does), so stores written by other implementations may hold any non-empty UTF-8 topic, and
+    /// readers and recovery accept it. UTF-8 is always required. Puts validate their topic.
     pub check_topic: bool,
     /// Reject SYSFLAG bits outside [`sysflag::KNOWN_BITS`]. Default `true`.
     pub reject_unknown_sysflag: bool,
@@ -400,7 +403,7 @@ impl Default for DecodeOptions {
             check_crc: true,
             max_total_size: 0,
             accept_v2: true,
-            check_topic: true,
+            check_topic: false,
             reject_unknown_sysflag: true,
             expected_physical_offset: None,
         }
@@ -1244,8 +1247,12 @@ mod tests {
         );
         // Bad topic characters / UTF-8.
         let r = with(91, b"/");
+        let topic_check = DecodeOptions {
+            check_topic: true,
+            ..opts
+        };
         assert!(matches!(
-            decode_record(&r, &opts),
+            decode_record(&r, &topic_check),
             Err(DecodeError::BadTopic { .. })
         ));
         let no_topic_check = DecodeOptions {

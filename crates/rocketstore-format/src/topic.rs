@@ -38,6 +38,27 @@ pub fn validate_topic(topic: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// True if `topic` can safely be the name of its consume-queue directory
+/// (`consumequeue/<topic>/<queueId>/`), which is what a broker uses whatever the topic's
+/// characters: non-empty, at most [`MAX_TOPIC_LEN`] (255) bytes (the usual file-name limit), not
+/// `.` or `..`, and without `/` or NUL. Any other UTF-8 text (e.g. `Tópico-中文-😀`, written by
+/// another RocketMQ implementation) is a valid directory name. Every topic that passes
+/// [`validate_topic`] passes this check.
+///
+/// ```
+/// use rocketstore_format::topic::is_safe_topic_dir;
+/// assert!(is_safe_topic_dir("T\u{f3}pico-\u{4e2d}\u{6587}-\u{1f600}"));
+/// assert!(!is_safe_topic_dir(".."));
+/// assert!(!is_safe_topic_dir("a/b"));
+/// ```
+pub fn is_safe_topic_dir(topic: &str) -> bool {
+    !topic.is_empty()
+        && topic.len() <= MAX_TOPIC_LEN
+        && topic != "."
+        && topic != ".."
+        && !topic.bytes().any(|b| b == b'/' || b == 0)
+}
+
 fn is_topic_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-')
 }
@@ -121,6 +142,30 @@ mod tests {
             validate_topic(".").unwrap_err().reason,
             FieldErrorReason::Reserved
         );
+    }
+
+    #[test]
+    fn topic_dirs() {
+        for ok in [
+            "T",
+            "%RETRY%g",
+            "T\u{f3}pico-\u{4e2d}\u{6587}-\u{1f600}",
+            "a b",
+            "a.b",
+            "...",
+            "a\\b",
+        ] {
+            assert!(is_safe_topic_dir(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "/", "../x", "a\u{0}b"] {
+            assert!(!is_safe_topic_dir(bad), "{bad:?}");
+        }
+        assert!(is_safe_topic_dir(&"\u{e9}".repeat(127)));
+        assert!(!is_safe_topic_dir(&"\u{e9}".repeat(128)));
+        // Everything the client's validator accepts is a safe directory name.
+        for ok in ["T", "TopicTest", "%RETRY%group", "a|b", "a_b-c", "0"] {
+            assert!(validate_topic(ok).is_ok() && is_safe_topic_dir(ok));
+        }
     }
 
     #[test]

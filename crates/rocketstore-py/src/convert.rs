@@ -44,8 +44,11 @@ pub(crate) struct OwnedMessage {
     pub(crate) body: Body,
     pub(crate) queue_id: i32,
     pub(crate) tags: Option<PyBackedStr>,
+    /// The keys as given: one string (`keys_is_str`, stored as is) or a list's elements.
     pub(crate) keys: Vec<PyBackedStr>,
+    pub(crate) keys_is_str: bool,
     pub(crate) properties: Vec<(PyBackedStr, PyBackedStr)>,
+    pub(crate) producer_group: Option<PyBackedStr>,
     pub(crate) flag: i32,
     pub(crate) born_timestamp: Option<i64>,
     pub(crate) born_host: Option<HostAddr>,
@@ -107,6 +110,9 @@ pub(crate) const PUT_FIELDS: [&str; 13] = [
     "transaction",
     "prepared_transaction_offset",
 ];
+
+/// Arguments `put` and `put_batch` dicts accept beyond [`PUT_FIELDS`] (not Arrow columns yet).
+pub(crate) const PUT_EXTRA_FIELDS: [&str; 1] = ["producer_group"];
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
@@ -353,6 +359,7 @@ pub(crate) struct PutArgs<'a, 'py> {
     pub(crate) delay_level: Option<&'a Bound<'py, PyAny>>,
     pub(crate) transaction: Option<&'a Bound<'py, PyAny>>,
     pub(crate) prepared_transaction_offset: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) producer_group: Option<&'a Bound<'py, PyAny>>,
 }
 
 impl PutArgs<'_, '_> {
@@ -404,8 +411,10 @@ impl PutArgs<'_, '_> {
             transaction,
             prepared_transaction_offset,
             tags: extract_opt_str(self.tags, "tags", at)?,
+            keys_is_str: self.keys.is_some_and(|k| k.is_instance_of::<PyString>()),
             keys: extract_keys(self.keys, at)?,
             properties: extract_properties(self.properties, at)?,
+            producer_group: extract_opt_str(self.producer_group, "producer_group", at)?,
             flag,
             born_timestamp,
             born_host: extract_host(self.born_host, "born_host", at)?,
@@ -454,12 +463,18 @@ pub(crate) fn message_from_mapping(obj: &Bound<'_, PyAny>, index: usize) -> PyRe
             "delay_level" => &mut args.delay_level,
             "transaction" => &mut args.transaction,
             "prepared_transaction_offset" => &mut args.prepared_transaction_offset,
+            "producer_group" => &mut args.producer_group,
             other => {
                 return Err(crate::error::invalid_message_field(
                     other,
                     format!(
                     "invalid message: message {index}: unknown key {other:?} (expected one of: {})",
-                    PUT_FIELDS.join(", ")
+                    PUT_FIELDS
+                        .iter()
+                        .chain(&PUT_EXTRA_FIELDS)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 ))
             }
@@ -497,7 +512,14 @@ impl<'a> Views<'a> {
         };
         for m in msgs {
             let k0 = v.keys.len();
-            v.keys.extend(m.keys.iter().map(|k| &**k));
+            if m.keys_is_str {
+                // One string is stored as is (rocketstore_format::keys).
+                for k in &m.keys {
+                    v.keys.extend(rocketstore_format::keys::key_parts(k));
+                }
+            } else {
+                v.keys.extend(m.keys.iter().map(|k| &**k));
+            }
             let p0 = v.props.len();
             v.props
                 .extend(m.properties.iter().map(|(k, val)| (&**k, &**val)));
@@ -526,6 +548,7 @@ impl<'a> Views<'a> {
                 delay_level: m.delay_level,
                 transaction: m.transaction,
                 prepared_transaction_offset: m.prepared_transaction_offset,
+                producer_group: m.producer_group.as_deref(),
                 ..PutMessage::default()
             })
             .collect()

@@ -192,8 +192,10 @@ impl MessageStore {
     /// ``topic`` is 1-255 characters of ``[%|a-zA-Z0-9_-]`` (topics over 127 characters are
     /// written as RocketMQ V2 records); ``body`` is bytes-like (bytes, bytearray, memoryview),
     /// at most ``max_message_size`` bytes. ``queue_id`` must be below
-    /// ``max_queue_nums_per_topic``. ``tags`` is a str; ``keys`` a str or a list of str without
-    /// spaces; ``properties`` a mapping of str to str (reserved names such as ``TAGS``, ``KEYS``
+    /// ``max_queue_nums_per_topic``. ``tags`` is a str; ``keys`` a str (stored as is, e.g.
+    /// ``"order-1 order-2"``; the index splits it on spaces, like RocketMQ's
+    /// ``Message.setKeys(String)``) or a list of str joined with one space (an element containing
+    /// a space is refused: it would read back as several keys); ``properties`` a mapping of str to str (reserved names such as ``TAGS``, ``KEYS``
     /// or ``DELAY`` are refused; use the matching argument). ``born_timestamp`` is epoch
     /// milliseconds (default: now); ``born_host``/``store_host`` are ``"ip:port"`` strings
     /// (default: the configured ``store_host``).
@@ -202,7 +204,9 @@ impl MessageStore {
     /// ``SCHEDULE_TOPIC_XXXX`` queue ``delay_level - 1`` with the ``REAL_TOPIC``, ``REAL_QID``
     /// and ``DELAY`` properties, as a broker does. ``transaction`` is ``None`` (an ordinary
     /// message), ``"prepared"`` (a half message: no consume queue entry, queue offset 0),
-    /// ``"commit"`` or ``"rollback"`` (no consume queue entry);
+    /// ``"commit"`` or ``"rollback"`` (no consume queue entry); a prepared message also gets the
+    /// ``TRAN_MSG=true`` property, and ``PGROUP=<producer_group>`` when ``producer_group`` is
+    /// given, as a RocketMQ producer sets them on a half message;
     /// ``prepared_transaction_offset`` is the commit log offset of the half message a commit or
     /// rollback record refers to.
     ///
@@ -216,7 +220,7 @@ impl MessageStore {
     ///               keys=["order-42"], properties={"source": "web"})
     /// assert r.ok, r.status
     /// ```
-    #[pyo3(signature = (topic, body, *, queue_id = 0, tags = None, keys = None, properties = None, flag = 0, born_timestamp = None, born_host = None, store_host = None, delay_level = 0, transaction = None, prepared_transaction_offset = 0))]
+    #[pyo3(signature = (topic, body, *, queue_id = 0, tags = None, keys = None, properties = None, flag = 0, born_timestamp = None, born_host = None, store_host = None, delay_level = 0, transaction = None, prepared_transaction_offset = 0, producer_group = None))]
     #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
@@ -234,6 +238,7 @@ impl MessageStore {
         delay_level: i64,
         transaction: Option<&Bound<'_, PyAny>>,
         prepared_transaction_offset: i64,
+        producer_group: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PutResult> {
         self.check_pid()?;
         let at = At { index: None };
@@ -246,6 +251,7 @@ impl MessageStore {
             born_host,
             store_host,
             transaction,
+            producer_group,
             ..PutArgs::default()
         };
         let mut msg = args.convert(at)?;

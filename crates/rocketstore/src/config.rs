@@ -57,6 +57,11 @@ pub enum RecoveryMode {
     TolerateTailCorruption,
     /// Truncate at the first damaged record wherever it is (data after it is dropped).
     TolerateAnyCorruption,
+    /// Like `TolerateTailCorruption`, but damage below the durable offset does not fail the
+    /// open: the damaged commit log file and every later one are preserved under
+    /// `<root>/quarantine/<end>-<epoch ms>/` with a `report.json`, and the store opens with the
+    /// intact data before the damage ([`crate::RecoveryReport::quarantine_dir`]).
+    Quarantine,
 }
 
 impl RecoveryMode {
@@ -66,6 +71,7 @@ impl RecoveryMode {
             RecoveryMode::AbsoluteConsistency => "absolute_consistency",
             RecoveryMode::TolerateTailCorruption => "tolerate_tail_corruption",
             RecoveryMode::TolerateAnyCorruption => "tolerate_any_corruption",
+            RecoveryMode::Quarantine => "quarantine",
         }
     }
 }
@@ -77,9 +83,10 @@ impl FromStr for RecoveryMode {
             "absolute_consistency" => Ok(RecoveryMode::AbsoluteConsistency),
             "tolerate_tail_corruption" => Ok(RecoveryMode::TolerateTailCorruption),
             "tolerate_any_corruption" => Ok(RecoveryMode::TolerateAnyCorruption),
+            "quarantine" => Ok(RecoveryMode::Quarantine),
             other => Err(format!(
-                "expected \"absolute_consistency\", \"tolerate_tail_corruption\" or \
-                 \"tolerate_any_corruption\", got {other:?}"
+                "expected \"absolute_consistency\", \"tolerate_tail_corruption\", \
+                 \"tolerate_any_corruption\" or \"quarantine\", got {other:?}"
             )),
         }
     }
@@ -444,7 +451,7 @@ impl StoreConfig {
                 rocketmq_name: None,
                 kind: FieldKind::Str,
                 default: d.recovery_mode.as_str().to_string(),
-                doc: "\"absolute_consistency\", \"tolerate_tail_corruption\" or \"tolerate_any_corruption\": what recovery may truncate.\n",
+                doc: "\"absolute_consistency\", \"tolerate_tail_corruption\", \"tolerate_any_corruption\" or \"quarantine\": what recovery may truncate (quarantine: damage below the durable offset moves the damaged commit log file and later ones to <root>/quarantine/ with a report.json, and the store opens with the intact data).\n",
             },
             FieldInfo {
                 name: "delete_when",

@@ -14,8 +14,10 @@
 //! - **`min <= max`.** [`ConsumeQueue::min_offset`] never exceeds [`ConsumeQueue::max_offset`] and
 //!   never points before the first file.
 //! - **Paths are built from validated components only**: a topic that passes
-//!   [`rocketstore_format::validate_topic`] and is a single path component, and a non-negative
-//!   queue id; symbolic links are never followed.
+//!   [`rocketstore_format::is_safe_topic_dir`] (any UTF-8 text but empty, `.`, `..`, `/`, NUL or
+//!   over 255 bytes) and is a single path component, and a non-negative queue id; symbolic links
+//!   are never followed. Records whose topic fails that check are never dispatched to a consume
+//!   queue (see [`crate::dispatch::DispatchRequest::goes_to_cq`]).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -23,7 +25,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use rocketstore_format::{offset_to_file_name, validate_topic, CqUnit, CQ_STORE_UNIT_SIZE};
+use rocketstore_format::{is_safe_topic_dir, offset_to_file_name, CqUnit, CQ_STORE_UNIT_SIZE};
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy};
@@ -55,7 +57,12 @@ fn check_file_size(file_size: u64) -> Result<usize> {
 /// `<root>/consumequeue` and `<root>/consumequeue/<topic>/<queue_id>`, refusing anything but a
 /// valid, single-component topic and a non-negative queue id (reliability G3).
 fn queue_dirs(root: &Path, topic: &str, queue_id: i32) -> Result<(PathBuf, PathBuf)> {
-    validate_topic(topic).map_err(|e| Error::invalid("topic", e.to_string()))?;
+    if !is_safe_topic_dir(topic) {
+        return Err(Error::invalid(
+            "topic",
+            format!("{topic:?} cannot be a consume queue directory name"),
+        ));
+    }
     let mut comps = Path::new(topic).components();
     match (comps.next(), comps.next()) {
         (Some(Component::Normal(c)), None) if c == OsStr::new(topic) => {}
@@ -941,7 +948,7 @@ pub(crate) struct ConsumeQueueStore {
 #[allow(dead_code)]
 impl ConsumeQueueStore {
     /// Loads every queue under `<root>/consumequeue/<topic>/<queueId>/` (spec §7.3 step 2).
-    /// Topic directories whose name fails [`validate_topic`] and queue directories whose name is
+    /// Topic directories whose name is not UTF-8 or fails [`is_safe_topic_dir`] and queue directories whose name is
     /// not the canonical decimal of a non-negative `i32` are skipped (nothing is written);
     /// regular files at those levels are skipped. Refuses (`UnsupportedFormat`): a RocksDB
     /// consume-queue layout (`consumequeue/CURRENT`), `consumequeue` itself or any topic or queue
@@ -999,7 +1006,7 @@ impl ConsumeQueueStore {
             let Some(topic) = name.to_str() else {
                 continue;
             };
-            if validate_topic(topic).is_err() {
+            if !is_safe_topic_dir(topic) {
                 continue;
             }
             let mut queues = BTreeMap::new();
@@ -1050,7 +1057,7 @@ impl ConsumeQueueStore {
 
     /// The queue `(topic, queue_id)`, opened (empty, nothing created on disk) if it is not known
     /// yet. The caller validated `topic`; this still refuses a topic that fails
-    /// [`validate_topic`] or is not a single path component, and a negative queue id, so the
+    /// [`is_safe_topic_dir`] or is not a single path component, and a negative queue id, so the
     /// queue directory is always a direct child of `<root>/consumequeue/<topic>`.
     pub(crate) fn find_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
         if let Some(q) = self.get(topic, queue_id) {

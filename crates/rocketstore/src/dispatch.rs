@@ -40,10 +40,25 @@ pub(crate) struct DispatchRequest<'a> {
 }
 
 impl DispatchRequest<'_> {
-    /// NOT and COMMIT records go to the consume queue (§5.8).
+    /// NOT and COMMIT records go to the consume queue (§5.8), unless their topic cannot safely
+    /// be a directory name ([`DispatchRequest::undispatchable`]).
     pub(crate) fn goes_to_cq(&self) -> bool {
+        self.cq_type() && !self.undispatchable()
+    }
+
+    /// NOT and COMMIT records.
+    fn cq_type(&self) -> bool {
         let t = sysflag::transaction_type(self.sys_flag);
         t == sysflag::TRANSACTION_NOT_TYPE || t == sysflag::TRANSACTION_COMMIT_TYPE
+    }
+
+    /// A NOT or COMMIT record whose topic fails [`rocketstore_format::is_safe_topic_dir`] (`..`,
+    /// `/`, NUL, over 255 bytes: only a foreign or forged store holds one, puts refuse them). It
+    /// is kept in the commit log (scan, offset and id reads, key queries all see it) but gets no
+    /// consume queue, so no path outside `<root>/consumequeue/` is ever built from it; the
+    /// dispatcher lists it in [`crate::Store::undispatchable_topics`].
+    pub(crate) fn undispatchable(&self) -> bool {
+        self.cq_type() && !rocketstore_format::is_safe_topic_dir(self.topic)
     }
 }
 

@@ -380,7 +380,7 @@ impl IndexService {
     /// `index_file_size(slots, entries)` is refused with `UnsupportedFormat` (recovery decides);
     /// an empty last file (a crash during creation) is deleted (writable) or ignored. After an
     /// abnormal exit (`!last_exit_ok`) every file with `endTimestamp > checkpoint_index_ts` is
-    /// deleted (writable) or ignored (read-only). Keeps: nothing is written when read-only, no
+    /// deleted (writable) or kept (read-only: hits are checked against their records). Keeps: nothing is written when read-only, no
     /// symlink is followed.
     pub(crate) fn load(
         root: &Path,
@@ -466,13 +466,13 @@ impl IndexService {
                 slots,
                 entries,
             )?;
-            if !last_exit_ok && f.end_timestamp() > checkpoint_index_ts {
-                if writable {
-                    f.file.destroy()?;
-                    removed = true;
-                }
+            if !last_exit_ok && f.end_timestamp() > checkpoint_index_ts && writable {
+                f.file.destroy()?;
+                removed = true;
                 continue;
             }
+            // Read-only keeps such a file: every hit is checked against its record, and the
+            // records it may lack are covered by the store's tail key map (tail_index.rs).
             files.push(Arc::new(f));
         }
         if removed {
@@ -543,7 +543,7 @@ impl IndexService {
             file = self.put_key(file, &index_key(req.topic, uniq), req, redo.as_deref())?;
         }
         if let Some(keys) = req.keys {
-            for key in keys.split(' ').filter(|k| !k.is_empty()) {
+            for key in rocketstore_format::keys::index_tokens(keys) {
                 file = self.put_key(file, &index_key(req.topic, key), req, redo.as_deref())?;
             }
         }

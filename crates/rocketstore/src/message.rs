@@ -120,7 +120,9 @@ pub struct PutMessage<'a> {
     pub queue_id: i32,
     /// The `TAGS` property.
     pub tags: Option<&'a str>,
-    /// The `KEYS` property, one entry per key (no spaces inside a key).
+    /// The `KEYS` property as parts, stored joined with one space
+    /// ([`rocketstore_format::keys::push_keys_value`]): a list of keys (a key containing a space
+    /// is refused), or [`rocketstore_format::keys::key_parts`] of one string (stored as is).
     pub keys: &'a [&'a str],
     /// User properties (reserved names such as TAGS or KEYS are refused here).
     pub properties: &'a [(&'a str, &'a str)],
@@ -134,8 +136,11 @@ pub struct PutMessage<'a> {
     pub store_host: Option<HostAddr>,
     /// RECONSUMETIMES.
     pub reconsume_times: i32,
-    /// Transaction type.
+    /// Transaction type. A `Prepared` (half) message also gets `TRAN_MSG=true`, and
+    /// `PGROUP=<producer_group>` when a group is given, as a RocketMQ producer sets them.
     pub transaction: TransactionType,
+    /// Producer group: written as `PGROUP` on `Prepared` messages (ignored otherwise).
+    pub producer_group: Option<&'a str>,
     /// PREPARED TRANSACTION OFFSET (commit records point at their half message).
     pub prepared_transaction_offset: i64,
     /// An explicit `UNIQ_KEY`; generated when `None` and `auto_uniq_key` is on.

@@ -234,7 +234,9 @@ pub(crate) fn check_scan(
         let below_durable = durable.is_some_and(|d| *at < d);
         let refuse = match mode {
             RecoveryMode::AbsoluteConsistency => true,
-            RecoveryMode::TolerateTailCorruption => below_durable,
+            // Quarantine refuses here like the tail mode; recovery then moves the files aside
+            // (quarantine.rs) instead of failing the open.
+            RecoveryMode::TolerateTailCorruption | RecoveryMode::Quarantine => below_durable,
             RecoveryMode::TolerateAnyCorruption => false,
         };
         if refuse {
@@ -284,6 +286,9 @@ impl QueueTails {
         if t != sysflag::TRANSACTION_NOT_TYPE && t != sysflag::TRANSACTION_COMMIT_TYPE {
             return;
         }
+        if !rocketstore_format::is_safe_topic_dir(rec.topic) {
+            return; // never dispatched to a consume queue
+        }
         let Ok(qid) = usize::try_from(rec.queue_id) else {
             return;
         };
@@ -327,7 +332,12 @@ impl QueueTails {
 
 /// True if `unit` at `cq_offset` of `q` points at a record of that queue with that queue
 /// offset and size.
-fn unit_matches(log: &CommitLog, q: &ConsumeQueue, cq_offset: i64, unit: &CqUnit) -> bool {
+pub(crate) fn unit_matches(
+    log: &CommitLog,
+    q: &ConsumeQueue,
+    cq_offset: i64,
+    unit: &CqUnit,
+) -> bool {
     if unit.phy_offset < 0 || unit.size <= 0 {
         return false;
     }

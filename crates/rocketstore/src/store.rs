@@ -81,6 +81,13 @@ pub struct RecoveryReport {
     /// Index files deleted at open because their size or header was impossible (they are
     /// rebuilt by re-dispatch).
     pub index_files_removed: usize,
+    /// `recovery_mode = "quarantine"`: the directory under `<root>/quarantine/` holding the
+    /// commit log files recovery cut because of damage below the durable offset, and their
+    /// `report.json`.
+    pub quarantine_dir: Option<PathBuf>,
+    /// Consume queues in which a unit naming a record of the recovery window pointed at another
+    /// record: cut there and refilled from the commit log (see `cq_check`).
+    pub mismatched_queues: usize,
 }
 
 /// A RocketMQ-compatible message store rooted at a directory.
@@ -124,6 +131,9 @@ pub struct Store {
     lock_file: Mutex<Option<File>>,
     uniq: UniqKeyGen,
     recovery: RecoveryReport,
+    /// Read-only open after an unclean shutdown: the key map of the records the index files may
+    /// lack (see `tail_index`).
+    tail_index: Option<crate::tail_index::TailIndex>,
     /// The services when they do not run on threads (`background_threads = false`).
     manual: Mutex<Option<ManualServices>>,
 }
@@ -327,7 +337,12 @@ impl Store {
             &config,
             !read_only,
         ));
+        let tail_index = index
+            .as_ref()
+            .filter(|_| read_only && abnormal)
+            .map(|i| crate::tail_index::for_recovery(&log, i, &recovery));
         let store = Store {
+            tail_index,
             root: root.to_path_buf(),
             uniq: UniqKeyGen::new(&config.store_host),
             limits: ReadLimits::new(&config),
@@ -1006,7 +1021,9 @@ impl Store {
     }
 
     /// Messages whose KEYS or UNIQ_KEY equal `key`, stored between `begin` and `end` (epoch ms),
-    /// newest index file first (RocketMQ `queryMessage`).
+    /// newest index file first (RocketMQ `queryMessage`). Every hit is checked against its
+    /// record. A read-only store opened after an unclean shutdown also answers from an
+    /// in-memory key map of the records its index files may lack (built on the first query).
     ///
     /// # Errors
     /// [`Error::Closed`]; `InvalidArgument` when the index is disabled.
@@ -1025,7 +1042,7 @@ impl Store {
                 "the index is disabled (message_index_enable = false)",
             ));
         };
-        Ok(read::query_message(
+        let mut result = read::query_message(
             &self.log,
             index,
             &self.limits,
@@ -1034,7 +1051,24 @@ impl Store {
             max_num,
             begin,
             end,
-        ))
+        );
+        if let Some(tail) = &self.tail_index {
+            let max_num = max_num.clamp(
+                1,
+                usize::try_from(self.config.max_msgs_num_batch).unwrap_or(usize::MAX),
+            );
+            crate::tail_index::add_tail_hits(
+                &self.log,
+                tail,
+                topic,
+                key,
+                max_num,
+                begin,
+                end,
+                &mut result,
+            );
+        }
+        Ok(result)
     }
 
     /// The message with an offset message id (store host + commit log offset).
@@ -1192,6 +1226,16 @@ impl Store {
         s
     }
 
+    /// Topics of records that were kept in the commit log but given no consume queue since the
+    /// store was opened, because the topic cannot safely be a directory name (empty, `.`, `..`,
+    /// `/`, NUL or over 255 bytes: only a store written by another implementation, or forged,
+    /// holds such a record; `put` refuses them). Their records stay readable by `scan`, offset,
+    /// message id and key (the index has them); `get_message` by queue cannot serve them.
+    /// Empty for a read-only store (it dispatches nothing).
+    pub fn undispatchable_topics(&self) -> Vec<crate::UndispatchableTopic> {
+        self.dispatcher.undispatchable_topics()
+    }
+
     /// Paths of the index files, oldest first.
     pub fn index_files(&self) -> Vec<PathBuf> {
         self.index.as_ref().map(|i| i.files()).unwrap_or_default()
@@ -1298,10 +1342,19 @@ fn recover(
     // checkpoint's durable offset.
     let durable = crate::rebuild::durable_offset(cp).filter(|_| !read_only);
     let mut tails = crate::rebuild::QueueTails::default();
+    let mut window = crate::cq_check::Window::default();
     let scan = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |rec, _| {
         tails.note(rec);
+        window.note(rec);
     });
-    crate::rebuild::check_scan(log, cfg, durable, &scan)?;
+    let quarantine_dir = crate::quarantine::check_or_quarantine(
+        log.queue().dir().parent().unwrap_or(log.queue().dir()),
+        log,
+        cfg,
+        durable,
+        &scan,
+        read_only,
+    )?;
     // Where the scan (and its queue tail check) started.
     let scan_from = log
         .queue()
@@ -1313,6 +1366,7 @@ fn recover(
     let mut redispatched = 0;
     let mut backfilled_units = 0;
     let mut repaired_queues = 0;
+    let mut mismatched_queues = 0;
     if !read_only {
         if files == 0 || log.queue().len() == 0 {
             cqs.destroy_all()?;
@@ -1324,6 +1378,9 @@ fn recover(
         // Units that do not point at their record are cut off; the queues they belong to and
         // queues that lost units are refilled from the commit log below.
         let mut suspects = crate::rebuild::repair_cq_tails(log, cqs)?;
+        let mismatched = crate::cq_check::cut_mismatched_units(log, cqs, &window)?;
+        mismatched_queues = mismatched.len();
+        suspects.extend(mismatched);
         suspects.extend(tails.lagging(cqs, crate::rebuild::max_queue_id(cfg)));
         if let Some(index) = index {
             index.truncate_after(scan.end)?;
@@ -1375,6 +1432,8 @@ fn recover(
         repaired_queues,
         backfilled_units,
         index_files_removed: 0,
+        quarantine_dir,
+        mismatched_queues,
     })
 }
 

@@ -112,6 +112,7 @@ fn field_err(field: &'static str, index: Option<usize>, e: impl std::fmt::Displa
 pub(crate) fn props_capacity(m: &PutMessage<'_>) -> usize {
     let mut n = 112 + m.uniq_key.map_or(0, str::len) + m.tags.map_or(0, str::len);
     n += m.keys.iter().map(|k| k.len() + 1).sum::<usize>();
+    n += m.producer_group.map_or(0, |g| g.len() + 24);
     n += m
         .properties
         .iter()
@@ -209,25 +210,38 @@ pub(crate) fn prepare<'a>(
             push(props, property::TAGS, t);
         }
         if !m.keys.is_empty() {
-            for k in m.keys {
-                validate_property(property::KEYS, k).map_err(|e| field_err("keys", index, e))?;
-                if k.contains(' ') {
-                    return Err(field_err(
-                        "keys",
-                        index,
-                        format!("key {k:?} contains a space (the KEYS separator)"),
-                    ));
-                }
-            }
+            // The one KEYS rule (rocketstore_format::keys): parts joined with one space.
+            let name_at = props.len();
             props.extend_from_slice(property::KEYS.as_bytes());
             props.push(rocketstore_format::NAME_VALUE_SEPARATOR);
-            for (i, k) in m.keys.iter().enumerate() {
-                if i > 0 {
-                    props.push(b' ');
+            match rocketstore_format::keys::push_keys_value(m.keys, props) {
+                Ok(0) => props.truncate(name_at),
+                Ok(_) => props.push(rocketstore_format::PROPERTY_SEPARATOR),
+                Err(e) => {
+                    props.truncate(name_at);
+                    return Err(match m.keys.iter().find(|k| k.contains(' ')) {
+                        Some(k) => field_err(
+                            "keys",
+                            index,
+                            format!(
+                                "key {k:?} contains a space (the KEYS separator) and would read \
+                                 back as several keys; give the keys as one string to store it \
+                                 as is, or as a list of keys without spaces"
+                            ),
+                        ),
+                        None => field_err("keys", index, e),
+                    });
                 }
-                props.extend_from_slice(k.as_bytes());
             }
-            props.push(rocketstore_format::PROPERTY_SEPARATOR);
+        }
+        if m.transaction == crate::message::TransactionType::Prepared {
+            // What a RocketMQ producer sets on a half message (sendMessageInTransaction).
+            push(props, property::TRAN_MSG, "true");
+            if let Some(g) = m.producer_group {
+                validate_property(property::PGROUP, g)
+                    .map_err(|e| field_err("producer_group", index, e))?;
+                push(props, property::PGROUP, g);
+            }
         }
         if delayed {
             let qid = m.queue_id.to_string();

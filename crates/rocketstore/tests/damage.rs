@@ -120,6 +120,9 @@ fn check(store: &Store, expect: &[(u64, &PutResult)]) {
     // 2. every record is in its queue at its queue offset; queues are gap-free.
     let mut per_queue: BTreeMap<(String, i32), Vec<(i64, i64)>> = BTreeMap::new();
     for m in &records {
+        if !rocketstore::format::is_safe_topic_dir(&m.topic) {
+            continue; // kept in the commit log, never given a consume queue
+        }
         per_queue
             .entry((m.topic.clone(), m.queue_id))
             .or_default()
@@ -918,11 +921,12 @@ fn g3_a_hostile_topic_in_a_record_never_becomes_a_path() {
     let outer = tempfile::tempdir().unwrap();
     let pristine = outer.path().join("store");
     let results = populate(&pristine, 20);
-    // Rewrite the last record's topic ("DamageB", 7 bytes) as "../../x" and reseal its CRCs.
+    // Rewrite the last record's topic ("DamageB", 7 bytes) and reseal its CRCs: the record is
+    // valid (the format does not restrict topic text), but the topic cannot be a directory.
     let last = results.last().unwrap();
     let start = last.commitlog_offset as u64;
     let len = last.wrote_bytes as usize;
-    let hostile = |root: &Path| {
+    let rewrite = |root: &Path, topic: &[u8; 7]| {
         let path = cl_file(root, start);
         let mut b = std::fs::read(&path).unwrap();
         let pos = (start % FILE) as usize;
@@ -931,37 +935,63 @@ fn g3_a_hostile_topic_in_a_record_never_becomes_a_path() {
             .windows(7)
             .position(|w| w == TOPICS[1].as_bytes())
             .unwrap();
-        rec[at..at + 7].copy_from_slice(b"../../x");
+        rec[at..at + 7].copy_from_slice(topic);
         assert!(rocketstore::format::prop_crc::seal(rec));
         std::fs::write(&path, b).unwrap();
     };
-    for durable in [true, false] {
-        let dir = outer.path().join(format!("copy-{durable}"));
-        copy_tree(&pristine, &dir);
-        std::fs::remove_dir_all(dir.join("consumequeue")).unwrap();
-        std::fs::remove_dir_all(dir.join("index")).unwrap();
-        hostile(&dir);
-        std::fs::write(dir.join("abort"), b"").unwrap();
-        if durable {
-            let err = Store::open(&dir, config(&[])).unwrap_err();
-            assert!(
-                matches!(err, Error::Corruption { offset, .. } if offset == start),
-                "{err}"
-            );
-        } else {
-            set_durable(&dir, start);
+    for (n, hostile) in [b"../../x", b"a/../..", b"x\0/y/zz"]
+        .into_iter()
+        .enumerate()
+    {
+        let hostile: &[u8; 7] = hostile[..7].try_into().unwrap();
+        let topic = std::str::from_utf8(hostile).unwrap();
+        for rebuild in [true, false] {
+            let dir = outer.path().join(format!("copy-{n}-{rebuild}"));
+            copy_tree(&pristine, &dir);
+            if rebuild {
+                std::fs::remove_dir_all(dir.join("consumequeue")).unwrap();
+                std::fs::remove_dir_all(dir.join("index")).unwrap();
+            }
+            rewrite(&dir, hostile);
+            std::fs::write(dir.join("abort"), b"").unwrap();
+            // The record is kept (even below the durable offset), never dispatched to a consume
+            // queue, listed, and still found by offset, id and key.
             let store = open_check(&dir, config(&[]), &indexed(&results[..19]));
-            assert_eq!(store.max_commitlog_offset(), start);
-            store.close().unwrap();
-        }
-        assert!(!outer.path().join("x").exists());
-        assert!(!dir.join("x").exists());
-        for e in std::fs::read_dir(dir.join("consumequeue"))
-            .into_iter()
-            .flatten()
-        {
-            let name = e.unwrap().file_name();
-            assert!(TOPICS.contains(&name.to_str().unwrap()), "{name:?}");
+            assert_eq!(store.max_commitlog_offset(), start + len as u64);
+            let m = store.look_message_by_offset(start).unwrap();
+            assert_eq!(m.topic, topic);
+            assert_eq!(m.body, body_for(19));
+            assert_eq!(store.view_message_by_id(&m.msg_id()).unwrap().topic, topic);
+            let q = store.query_message(topic, "k19", 8, 0, i64::MAX).unwrap();
+            assert_eq!(q.messages.len(), 1, "{topic:?} by key");
+            if rebuild {
+                let u = store.undispatchable_topics();
+                assert_eq!(u.len(), 1, "{u:?}");
+                assert_eq!(u[0].topic, topic);
+                assert_eq!(u[0].records, 1);
+                assert_eq!(u[0].first_offset, start as i64);
+            }
+            assert_eq!(
+                store
+                    .get_message(topic, 1, 0, 8, None, None)
+                    .unwrap()
+                    .messages
+                    .len(),
+                0
+            );
+            finish(store);
+            let again = Store::open(&dir, config(&[])).unwrap();
+            assert_eq!(again.look_message_by_offset(start).unwrap().topic, topic);
+            again.close().unwrap();
+            assert!(!outer.path().join("x").exists());
+            assert!(!dir.join("x").exists());
+            for e in std::fs::read_dir(dir.join("consumequeue"))
+                .into_iter()
+                .flatten()
+            {
+                let name = e.unwrap().file_name();
+                assert!(TOPICS.contains(&name.to_str().unwrap()), "{name:?}");
+            }
         }
     }
 }

@@ -540,17 +540,21 @@ fn store_load_skips_foreign_entries_and_refuses_symlinks() {
         ));
     }
     let cq = root.join("consumequeue");
-    for junk in [
-        "bad topic/0",
-        "a.b/0",
-        "TopicA/abc",
-        "TopicA/-1",
-        "TopicA/07",
-        "TopicA/+2",
-    ] {
+    // A topic directory whose name is not UTF-8 is skipped; any UTF-8 name a broker could have
+    // written (here "a.b", outside the client's character set) is a topic.
+    let not_utf8 = {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::OsStr::from_bytes(b"bad\xFFtopic").to_os_string()
+    };
+    std::fs::create_dir_all(cq.join(&not_utf8).join("0")).unwrap();
+    std::fs::write(
+        cq.join(&not_utf8).join("0").join(offset_to_file_name(0)),
+        b"junk",
+    )
+    .unwrap();
+    for junk in ["a.b/0", "TopicA/abc", "TopicA/-1", "TopicA/07", "TopicA/+2"] {
         std::fs::create_dir_all(cq.join(junk)).unwrap();
     }
-    std::fs::write(cq.join("bad topic/0").join(offset_to_file_name(0)), b"junk").unwrap();
     std::fs::write(cq.join("README"), b"x").unwrap();
     std::fs::write(cq.join("TopicA/5"), b"x").unwrap();
     let before = dir_bytes(&cq);
@@ -567,7 +571,8 @@ fn store_load_skips_foreign_entries_and_refuses_symlinks() {
         [
             ("%RETRY%group".to_string(), 0),
             ("TopicA".into(), 0),
-            ("TopicA".into(), 1)
+            ("TopicA".into(), 1),
+            ("a.b".into(), 0)
         ]
     );
     assert_eq!(s.get("TopicA", 1).unwrap().get(0), Some(nth(1, 0)));
@@ -614,7 +619,17 @@ fn find_or_create_refuses_hostile_topics() {
     let root = dir.path().join("store");
     std::fs::create_dir(&root).unwrap();
     let s = ConsumeQueueStore::load(&root, SMALL, true).unwrap();
-    for bad in ["../../x", "..", ".", "a/b", "/abs", "", "t\0x", "caf\u{e9}"] {
+    let too_long = "\u{e9}".repeat(128); // 256 bytes: over the file-name limit
+    for bad in [
+        "../../x",
+        "..",
+        ".",
+        "a/b",
+        "/abs",
+        "",
+        "t\0x",
+        too_long.as_str(),
+    ] {
         assert!(
             matches!(s.find_or_create(bad, 0), Err(Error::InvalidArgument { .. })),
             "{bad:?}"
@@ -634,6 +649,12 @@ fn find_or_create_refuses_hostile_topics() {
         "nothing created next to the root"
     );
     assert!(!root.join("consumequeue").exists());
+    // A topic outside the client's character set that is a safe directory name (as a broker
+    // of another implementation writes it) is a queue like any other.
+    let foreign = "T\u{f3}pico-\u{4e2d}\u{6587}-\u{1f600}";
+    let q = s.find_or_create(foreign, 0).unwrap();
+    assert!(q.put(nth(0, 0), 0).unwrap());
+    assert!(root.join("consumequeue").join(foreign).join("0").is_dir());
     assert!(matches!(
         ConsumeQueue::open(&root, "T", 0, 30, true),
         Err(Error::Config { .. })

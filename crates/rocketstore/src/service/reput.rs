@@ -6,8 +6,9 @@
 //! Re-dispatching a record is harmless: the consume queue skips units it already has (§5.8)
 //! and the index skips records below its last end offset (§6.3).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rocketstore_format::CqUnit;
@@ -32,6 +33,21 @@ pub(crate) struct Dispatcher {
     delay_levels: Vec<i64>,
     max_queue_id: i32,
     dispatched: AtomicU64,
+    /// Topics of records that got no consume queue because the topic cannot be a directory
+    /// name: topic -> (records, first commit log offset). See `DispatchRequest::undispatchable`.
+    undispatchable: Mutex<BTreeMap<String, (u64, i64)>>,
+}
+
+/// A topic whose records were kept in the commit log but not dispatched to a consume queue,
+/// because the topic cannot safely be a directory name (see [`crate::Store::undispatchable_topics`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndispatchableTopic {
+    /// The topic as stored in the records.
+    pub topic: String,
+    /// Records of this topic dispatched (index only) since the store was opened.
+    pub records: u64,
+    /// Commit log offset of the first such record seen.
+    pub first_offset: i64,
 }
 
 impl Dispatcher {
@@ -52,7 +68,28 @@ impl Dispatcher {
             delay_levels,
             max_queue_id,
             dispatched: AtomicU64::new(0),
+            undispatchable: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Notes a record that is kept but gets no consume queue (see [`UndispatchableTopic`]).
+    pub(crate) fn note_undispatchable(&self, topic: &str, offset: i64) {
+        let mut map = crate::util::lock(&self.undispatchable);
+        let e = map.entry(topic.to_string()).or_insert((0, offset));
+        e.0 += 1;
+        e.1 = e.1.min(offset);
+    }
+
+    /// Every topic noted by [`Dispatcher::note_undispatchable`], by topic.
+    pub(crate) fn undispatchable_topics(&self) -> Vec<UndispatchableTopic> {
+        crate::util::lock(&self.undispatchable)
+            .iter()
+            .map(|(t, &(records, first_offset))| UndispatchableTopic {
+                topic: t.clone(),
+                records,
+                first_offset,
+            })
+            .collect()
     }
 
     pub(crate) fn reput_from(&self) -> u64 {
@@ -84,6 +121,9 @@ impl Dispatcher {
         let mut last_ts = 0i64;
         let next = log.for_each_record(from, end, |rec, _offset| {
             let req = dispatch_request(rec, &self.delay_levels);
+            if req.undispatchable() {
+                self.note_undispatchable(req.topic, req.commitlog_offset);
+            }
             if req.goes_to_cq() && (0..=self.max_queue_id).contains(&req.queue_id) {
                 let q = self.cq.find_or_create(req.topic, req.queue_id)?;
                 let unit = CqUnit {
