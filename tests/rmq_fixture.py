@@ -140,6 +140,8 @@ def write_broker_store(
     messages: int | None = None,
     abort: bool = False,
     stale_tail: bool = False,
+    foreign_topics: bool = False,
+    index_lag: int | None = None,
     timezone: str | None = "UTC",
     timeout: float = 300.0,
 ) -> dict[str, Any]:
@@ -147,6 +149,9 @@ def write_broker_store(
 
     ``timezone`` sets the JVM's ``user.timezone`` (index file names and UNIQ_KEY month starts are in
     local time); ``None`` keeps the JVM default. Options left as ``None`` use the scenario defaults.
+    ``foreign_topics`` (basic) adds topics outside the client's character set (``Tópico-中文-😀``,
+    ``café.menu``); ``index_lag=N`` (basic) leaves the last N records out of the index, and with
+    ``abort=True`` makes the crashed-writer variant (abort file present, index behind).
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; expected one of {SCENARIOS}")
@@ -163,6 +168,7 @@ def write_broker_store(
         ("--index-slots", index_slots),
         ("--index-entries", index_entries),
         ("--messages", messages),
+        ("--index-lag", index_lag),
     ]
     for flag, value in numeric:
         if value is not None:
@@ -171,6 +177,8 @@ def write_broker_store(
         cmd.append("--abort")
     if stale_tail:
         cmd.append("--stale-tail")
+    if foreign_topics:
+        cmd.append("--foreign-topics")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         raise JavaFixtureError(

@@ -256,7 +256,9 @@ def test_blank_property_names_or_values(
     assert cast(InvalidMessageError, e).field == "properties"
 
 
-@pytest.mark.parametrize("keys", [["a b"], "a b", ["ok", " lead"], [""]])
+# One rule (rocketstore_format::keys): a str is stored as is ("a b" is fine), a list is joined
+# with one space and an element holding a space (or a separator character) is refused.
+@pytest.mark.parametrize("keys", [["a b"], ["ok", " lead"], ["x\x01"], "a\x02b"])
 def test_bad_keys(store: MessageStore, store_dir: Path, tree_digest: Digest, keys: Any) -> None:
     e = assert_unchanged(
         store, store_dir, tree_digest, lambda: store.put("T", b"x", keys=keys), InvalidMessageError

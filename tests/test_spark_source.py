@@ -519,6 +519,28 @@ def test_foreign_store_reads_exactly_and_stays_unchanged(
     assert tree_digest(root) == before, "reading a foreign store changed it"
 
 
+def test_foreign_topics_of_a_crashed_writer_read_exactly(
+    spark: SparkSession, tmp_path: Path, tree_digest: Callable[[Path], Any]
+) -> None:
+    """Topics outside the client's character set (Tópico-中文-😀, café.menu) in a store whose
+    writer died (abort file, index behind): both partitionings read every record."""
+    require_java()
+    root = tmp_path / "crashed"
+    manifest = write_broker_store(root, "basic", foreign_topics=True, abort=True, index_lag=50)
+    before = tree_digest(root)
+    records = manifest["records"]
+    rows = sorted(_read(spark, root, verifyCrc="true").collect(), key=lambda r: r.commitlog_offset)
+    assert [(r.commitlog_offset, r.topic, r.msg_id) for r in rows] == [
+        (rec["commitlog_offset"], rec["topic"], rec["msg_id"]) for rec in records
+    ]
+    assert {"Tópico-中文-😀", "café.menu"} <= {r.topic for r in rows}
+    by_queue = _read(spark, root, partitioning="queue").select("topic", "queue_id").collect()
+    assert Counter((r.topic, r.queue_id) for r in by_queue) == Counter(
+        (rec["topic"], rec["queue_id"]) for rec in records
+    )
+    assert tree_digest(root) == before, "reading a foreign store changed it"
+
+
 # --------------------------------------------------------------------------------------
 # Options: topics, offsets, timestamps; consumequeue and index tables
 # --------------------------------------------------------------------------------------

@@ -1077,7 +1077,12 @@ impl MessageStore {
 
     /// What recovery found when the store was opened: ``abnormal`` (the previous run did not
     /// shut down cleanly), ``end_offset``, ``records`` scanned, ``truncated_at``
-    /// (``(offset, reason)`` of a torn tail, or None) and ``files_removed``.
+    /// (``(offset, reason)`` of a torn tail, or None), ``files_removed``, ``quarantine_dir``
+    /// (``recovery_mode="quarantine"``: where the cut commit log files and ``report.json`` were
+    /// moved, or None), ``mismatched_queues`` (queues cut at a unit naming the wrong record and
+    /// refilled) and ``undispatchable_topics`` (``(topic, records, first_offset)`` of records
+    /// kept in the commit log but given no consume queue because the topic cannot be a
+    /// directory name, e.g. ``..``).
     ///
     /// Example:
     ///
@@ -1096,6 +1101,14 @@ impl MessageStore {
         d.set_item("records", r.records)?;
         d.set_item("truncated_at", r.truncated_at.clone())?;
         d.set_item("files_removed", r.files_removed)?;
+        d.set_item("quarantine_dir", r.quarantine_dir.clone())?;
+        d.set_item("mismatched_queues", r.mismatched_queues)?;
+        let undispatchable: Vec<(String, u64, i64)> = store
+            .undispatchable_topics()
+            .into_iter()
+            .map(|u| (u.topic, u.records, u.first_offset))
+            .collect();
+        d.set_item("undispatchable_topics", undispatchable)?;
         Ok(d)
     }
 

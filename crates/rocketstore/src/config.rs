@@ -451,7 +451,7 @@ impl StoreConfig {
                 rocketmq_name: None,
                 kind: FieldKind::Str,
                 default: d.recovery_mode.as_str().to_string(),
-                doc: "\"absolute_consistency\", \"tolerate_tail_corruption\", \"tolerate_any_corruption\" or \"quarantine\": what recovery may truncate (quarantine: damage below the durable offset moves the damaged commit log file and later ones to <root>/quarantine/ with a report.json, and the store opens with the intact data).\n",
+                doc: "\"absolute_consistency\", \"tolerate_tail_corruption\", \"tolerate_any_corruption\" or \"quarantine\": what recovery may truncate (\"quarantine\": damage below the durable offset moves the damaged commit log file and every later one into the store's quarantine/ directory with a report.json, and the store opens with the data before the damage).\n",
             },
             FieldInfo {
                 name: "delete_when",

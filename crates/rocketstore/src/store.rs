@@ -1060,11 +1060,9 @@ impl Store {
             crate::tail_index::add_tail_hits(
                 &self.log,
                 tail,
-                topic,
-                key,
+                (topic, key),
                 max_num,
-                begin,
-                end,
+                (begin, end),
                 &mut result,
             );
         }

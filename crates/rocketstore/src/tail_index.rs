@@ -102,11 +102,9 @@ pub(crate) fn for_recovery(
 pub(crate) fn add_tail_hits(
     log: &CommitLog,
     tail: &TailIndex,
-    topic: &str,
-    key: &str,
+    (topic, key): (&str, &str),
     max_num: usize,
-    begin: i64,
-    end: i64,
+    (begin, end): (i64, i64),
     result: &mut QueryResult,
 ) {
     for phy in tail.lookup(log, topic, key) {
