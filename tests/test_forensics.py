@@ -89,8 +89,9 @@ def test_crashed_writer_read_only_answers_every_key(tmp_path: Path) -> None:
             for key in keys:
                 hits = store.query_message(rec["topic"], key, max_num=64)
                 assert rec["commitlog_offset"] in [m.commitlog_offset for m in hits], key
-            assert store.view_message_by_id(rec["msg_id"]).commitlog_offset == (
-                rec["commitlog_offset"]
+            assert (
+                store.view_message_by_id(rec["msg_id"]).commitlog_offset
+                == (rec["commitlog_offset"])
             )
         # A key that no record carries is still an empty answer.
         assert store.query_message("TopicTest", "no-such-key") == []
@@ -153,7 +154,9 @@ def test_prepared_records_carry_half_message_properties(tmp_path: Path) -> None:
 def test_quarantine_mode_moves_damage_aside_and_opens(tmp_path: Path) -> None:
     root = tmp_path / "s"
     with MessageStore(root, **SMALL) as store:
-        results = store.put_batch([{"topic": "Q", "body": bytes(600), "keys": f"k{i}"} for i in range(300)])
+        results = store.put_batch(
+            [{"topic": "Q", "body": bytes(600), "keys": f"k{i}"} for i in range(300)]
+        )
     size = SMALL["mapped_file_size_commit_log"]
     files = sorted((root / "commitlog").iterdir())
     assert len(files) >= 3
