@@ -1101,7 +1101,12 @@ impl MessageStore {
         d.set_item("records", r.records)?;
         d.set_item("truncated_at", r.truncated_at.clone())?;
         d.set_item("files_removed", r.files_removed)?;
-        d.set_item("quarantine_dir", r.quarantine_dir.clone())?;
+        d.set_item(
+            "quarantine_dir",
+            r.quarantine_dir
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+        )?;
         d.set_item("mismatched_queues", r.mismatched_queues)?;
         let undispatchable: Vec<(String, u64, i64)> = store
             .undispatchable_topics()
