@@ -9,6 +9,10 @@
 //! * `append_sync_group_commit_batch64/1024/{1,4,16}`: the same with `Store::put_batch` of 64
 //!   messages per call (a producer that batches: 64 to 1,024 messages in flight).
 //!
+//! * `append_async/put_batch/<size> cpu` (printed, and in `$ROCKETSTORE_BENCH_SUMMARY`): after
+//!   each `put_batch` bench, ~768 MiB of `put_batch` on a fresh store until dispatched, with
+//!   msg/s and whole-process CPU nanoseconds per message (all threads).
+//!
 //! The store is replaced by a fresh one (untimed) whenever it holds more than 1 GiB, so a run
 //! does not fill the disk.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,7 +23,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rocketstore::{FlushDiskType, PutMessage, PutStatus, Store, StoreConfig};
 use rocketstore_benches::{
-    bench_config, bench_root, body, messages, report, Latencies, BODY_SIZES, FILE_SIZE,
+    bench_config, bench_root, body, messages, report, wait_dispatched, CpuMeter, Latencies,
+    BODY_SIZES, FILE_SIZE,
 };
 
 const BATCH: usize = 4096;
@@ -115,6 +120,7 @@ fn append_async(c: &mut Criterion) {
                 total
             });
         });
+        cpu_pass(&mut fresh, &msgs, size);
         g.throughput(Throughput::Elements(1));
         g.bench_with_input(BenchmarkId::new("put", size), &size, |b, _| {
             b.iter_custom(|iters| {
@@ -135,6 +141,51 @@ fn append_async(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// Records of `put_batch` per CPU pass (about 768 MiB of commit log, under [`RESET_AT`]).
+const CPU_PASS_BYTES: usize = 768 << 20;
+
+/// Whole-process CPU per message of `put_batch` in steady state: on a fresh store with nothing
+/// left to dispatch, `put_batch` of ~768 MiB of records, then wait until the consume queues and
+/// the index hold them all. Counts every thread (the caller, `rs-reput` dispatch, `rs-allocate`,
+/// flush); printed and written to `$ROCKETSTORE_BENCH_SUMMARY` as
+/// `append_async/put_batch/<size> cpu`.
+fn cpu_pass(fresh: &mut Fresh, msgs: &[PutMessage<'_>], size: usize) {
+    fresh.reset();
+    let store = fresh.get();
+    wait_dispatched(store);
+    // ~180 bytes of header, topic and properties per record.
+    let batches = (CPU_PASS_BYTES / ((size + 180) * msgs.len())).max(1);
+    let meter = CpuMeter::start();
+    for _ in 0..batches {
+        std::hint::black_box(store.put_batch(msgs).unwrap());
+    }
+    wait_dispatched(store);
+    let n = (batches * msgs.len()) as u64;
+    let (rate, ns, cpu, wall) = meter.per_message(n);
+    let threads = meter.per_thread(n);
+    let text: Vec<String> = threads
+        .iter()
+        .filter(|(_, v)| *v > 0.0)
+        .map(|(k, v)| format!("{k} {v:.0}"))
+        .collect();
+    let json: Vec<String> = threads
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v:.1}"))
+        .collect();
+    report(
+        &format!("append_async/put_batch/{size} cpu"),
+        &format!(
+            "{n} msgs dispatched in {wall:.3} s: {:.3} M msg/s, {ns:.0} ns CPU per message (whole process, {cpu:.3} s CPU; by thread: {})",
+            rate / 1e6,
+            text.join(", ")
+        ),
+        &format!(
+            "\"body\": {size}, \"msgs\": {n}, \"msg_per_s\": {rate:.0}, \"cpu_ns_per_msg\": {ns:.1}, \"cpu_s\": {cpu:.4}, \"wall_s\": {wall:.4}, \"thread_cpu_ns_per_msg\": {{{}}}",
+            json.join(", ")
+        ),
+    );
 }
 
 fn append_sync_group_commit(c: &mut Criterion) {

@@ -1,7 +1,7 @@
-//! Abnormal recovery: a store holding 512 MiB of commit log (1 KiB bodies, 128 MiB files, 8
+//! Abnormal recovery: a store holding 512 MiB of commit log (1 KiB or 100 B bodies, 128 MiB files, 8
 //! queues, a tag and a key per message) is reopened as after a crash: the abort file present, the
 //! checkpoint removed (so recovery scans from the first file) and the consume queues and index
-//! files removed (so everything is rebuilt). `recovery/abnormal_rebuild` times `Store::open`:
+//! files removed (so everything is rebuilt). `recovery/abnormal_rebuild/{1024,100}` times `Store::open` (and reports its whole-process CPU):
 //! scan + body CRC of every record + rebuild of every consume queue and index entry. Throughput
 //! in bytes of commit log (criterion prints GiB/s). The page cache is warm (the files were just
 //! written); a cold-cache figure adds the disk's read time.
@@ -10,15 +10,15 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rocketstore::{PutMessage, Store, StoreConfig, ABORT_FILE, CHECKPOINT_FILE};
-use rocketstore_benches::{bench_config, bench_root, body, report, Latencies};
+use rocketstore_benches::{bench_config, bench_root, body, process_cpu, report, Latencies};
 
 const TARGET_BYTES: u64 = 512 * 1024 * 1024;
 
-fn write(dir: &Path, cfg: &StoreConfig) -> u64 {
+fn write(dir: &Path, cfg: &StoreConfig, size: usize) -> u64 {
     let store = Store::open(dir, cfg.clone()).unwrap();
-    let body = body(1024);
+    let body = body(size);
     let keys: Vec<String> = (0..4096).map(|i| format!("key-{i}")).collect();
     let key_refs: Vec<[&str; 1]> = keys.iter().map(|k| [k.as_str()]).collect();
     while store.max_commitlog_offset() < TARGET_BYTES - 8 * 1024 * 1024 {
@@ -48,49 +48,57 @@ fn crash(dir: &Path) {
 }
 
 fn recovery(c: &mut Criterion) {
-    let root = bench_root("recovery");
-    let dir = root.path().join("store");
-    let cfg = bench_config(128 * 1024 * 1024);
-    let bytes = write(&dir, &cfg);
-    let mut times = Latencies::default();
     let mut g = c.benchmark_group("recovery");
-    g.throughput(Throughput::Bytes(bytes));
-    g.bench_function("abnormal_rebuild", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                crash(&dir);
-                let t = Instant::now();
-                let store = Store::open(&dir, cfg.clone()).unwrap();
-                let el = t.elapsed();
-                total += el;
-                times.push(el);
-                let rep = store.recovery_report().clone();
-                assert!(rep.abnormal);
-                assert_eq!(rep.end_offset, bytes);
-                store.close().unwrap();
-            }
-            total
+    for size in [1024usize, 100] {
+        let root = bench_root("recovery");
+        let dir = root.path().join("store");
+        let cfg = bench_config(128 * 1024 * 1024);
+        let bytes = write(&dir, &cfg, size);
+        let mut times = Latencies::default();
+        let mut cpu = Duration::ZERO;
+        g.throughput(Throughput::Bytes(bytes));
+        g.bench_with_input(BenchmarkId::new("abnormal_rebuild", size), &size, |b, _| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    crash(&dir);
+                    let c0 = process_cpu();
+                    let t = Instant::now();
+                    let store = Store::open(&dir, cfg.clone()).unwrap();
+                    let el = t.elapsed();
+                    cpu += process_cpu().saturating_sub(c0);
+                    total += el;
+                    times.push(el);
+                    let rep = store.recovery_report().clone();
+                    assert!(rep.abnormal);
+                    assert_eq!(rep.end_offset, bytes);
+                    store.close().unwrap();
+                }
+                total
+            });
         });
-    });
+        let best = times.quantile_us(0.0) / 1e6;
+        let median = times.quantile_us(0.5) / 1e6;
+        let cpu_per_open = cpu.as_secs_f64() / times.len().max(1) as f64;
+        report(
+            &format!("recovery/abnormal_rebuild/{size}"),
+            &format!(
+                "{:.0} MB of commit log: median {:.3} s ({:.2} GB/s, {:.2} s per GB), best {:.3} s; CPU {:.3} s per open ({:.2} CPU s per GB)",
+                bytes as f64 / 1e6,
+                median,
+                bytes as f64 / median / 1e9,
+                median / (bytes as f64 / 1e9),
+                best,
+                cpu_per_open,
+                cpu_per_open / (bytes as f64 / 1e9),
+            ),
+            &format!(
+                "\"body\": {size}, \"bytes\": {bytes}, \"median_s\": {median:.4}, \"best_s\": {best:.4}, \"gb_per_s\": {:.3}, \"cpu_s_per_open\": {cpu_per_open:.4}",
+                bytes as f64 / median / 1e9
+            ),
+        );
+    }
     g.finish();
-    let best = times.quantile_us(0.0) / 1e6;
-    let median = times.quantile_us(0.5) / 1e6;
-    report(
-        "recovery/abnormal_rebuild",
-        &format!(
-            "{:.0} MB of commit log: median {:.3} s ({:.2} GB/s, {:.2} s per GB), best {:.3} s",
-            bytes as f64 / 1e6,
-            median,
-            bytes as f64 / median / 1e9,
-            median / (bytes as f64 / 1e9),
-            best
-        ),
-        &format!(
-            "\"bytes\": {bytes}, \"median_s\": {median:.4}, \"best_s\": {best:.4}, \"gb_per_s\": {:.3}",
-            bytes as f64 / median / 1e9
-        ),
-    );
 }
 
 criterion_group! {

@@ -79,6 +79,82 @@ pub fn wait_dispatched(store: &Store) {
     }
 }
 
+/// CPU time used so far by the whole process (every thread: the caller, dispatch, allocate,
+/// flush), from `CLOCK_PROCESS_CPUTIME_ID`.
+pub fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// CPU time (user + system, in clock ticks of `/proc`, usually 10 ms) of every live thread of
+/// this process, summed by thread name (`rs-reput`, `rs-allocate`, ...; the calling thread is
+/// named after the binary).
+pub fn thread_cpu_ticks() -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // "tid (comm) state ppid ...": utime and stime are fields 14 and 15.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        *out.entry(comm).or_insert(0) += ticks;
+    }
+    out
+}
+
+/// Wall and whole-process CPU time over a stretch of work of `n` messages.
+#[derive(Debug, Clone)]
+pub struct CpuMeter {
+    wall: Instant,
+    cpu: Duration,
+    threads: std::collections::BTreeMap<String, u64>,
+}
+
+impl CpuMeter {
+    /// Starts measuring now.
+    pub fn start() -> Self {
+        CpuMeter {
+            wall: Instant::now(),
+            cpu: process_cpu(),
+            threads: thread_cpu_ticks(),
+        }
+    }
+
+    /// CPU nanoseconds per message of each thread (by name) alive at the start and now, for `n`
+    /// messages (resolution: one clock tick, 10 ms, over the whole stretch).
+    pub fn per_thread(&self, n: u64) -> Vec<(String, f64)> {
+        let tick_ns = 1e9 / 100.0;
+        thread_cpu_ticks()
+            .into_iter()
+            .filter_map(|(name, t)| {
+                let t0 = self.threads.get(&name)?;
+                Some((
+                    name,
+                    t.saturating_sub(*t0) as f64 * tick_ns / n.max(1) as f64,
+                ))
+            })
+            .collect()
+    }
+
+    /// `(msg/s, CPU ns per message, CPU seconds, wall seconds)` for `n` messages since
+    /// [`CpuMeter::start`].
+    pub fn per_message(&self, n: u64) -> (f64, f64, f64, f64) {
+        let wall = self.wall.elapsed().as_secs_f64();
+        let cpu = process_cpu().saturating_sub(self.cpu).as_secs_f64();
+        let n = n.max(1) as f64;
+        (n / wall, cpu * 1e9 / n, cpu, wall)
+    }
+}
+
 /// Total size of the regular files under `dir`.
 pub fn dir_size(dir: &Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(dir) else {
