@@ -4,8 +4,21 @@
 /// Java `String.hashCode()`: `h = 31*h + c` over the UTF-16 code units of `s`, with 32-bit
 /// wrap-around. Supplementary characters count as two surrogate units.
 pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+    java_string_hash_continue(0, s)
+}
+
+/// Continues a Java `String.hashCode()` whose first characters hashed to `h` over the
+/// characters of `s`: `java_string_hash_continue(java_string_hash(a), b)` is the hash of `a`
+/// followed by `b`, without building the joined string. ASCII bytes are their own UTF-16 code
+/// units, so ASCII input is hashed byte by byte.
+pub fn java_string_hash_continue(h: i32, s: &str) -> i32 {
+    if s.is_ascii() {
+        s.bytes()
+            .fold(h, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+    } else {
+        s.encode_utf16()
+            .fold(h, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+    }
 }
 
 /// RocketMQ `UtilAll.crc32`: standard CRC-32 (IEEE, same as zlib) masked with `0x7FFFFFFF`,
@@ -30,7 +43,18 @@ pub fn tags_code(tags: Option<&str>) -> i64 {
 /// `IndexFile.indexKeyHashMethod` (§6.2): `abs(key.hashCode())`, and 0 if that is still negative
 /// (only for `Integer.MIN_VALUE`). Always `>= 0`.
 pub fn index_key_hash(key: &str) -> i32 {
-    let h = java_string_hash(key).wrapping_abs();
+    non_negative_abs(java_string_hash(key))
+}
+
+/// [`index_key_hash`] of the index key `"{topic}#{key}"` (§6.2), hashed in place: the same
+/// value, with no string built.
+pub fn index_key_hash_of(topic: &str, key: &str) -> i32 {
+    let h = java_string_hash_continue(java_string_hash_continue(0, topic), "#");
+    non_negative_abs(java_string_hash_continue(h, key))
+}
+
+fn non_negative_abs(h: i32) -> i32 {
+    let h = h.wrapping_abs();
     if h < 0 {
         0
     } else {
@@ -41,6 +65,24 @@ pub fn index_key_hash(key: &str) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_in_place_matches_the_joined_key() {
+        for (t, k) in [
+            ("T", "k"),
+            ("TopicTest", "ORDER-1234567890"),
+            ("", ""),
+            ("t\u{e9}", "\u{1F600}key"),
+            ("BenchTopic", "7F000001000018B4AAC2A1B2C3D40000"),
+        ] {
+            let joined = format!("{t}#{k}");
+            assert_eq!(index_key_hash_of(t, k), index_key_hash(&joined), "{joined}");
+            assert_eq!(
+                java_string_hash_continue(java_string_hash(t), k),
+                java_string_hash(&format!("{t}{k}"))
+            );
+        }
+    }
 
     #[test]
     fn java_hash_basics() {

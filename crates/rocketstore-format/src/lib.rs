@@ -111,7 +111,10 @@ pub use consts::*;
 pub use cq::{cq_tags_code, delay_levels, CqUnit};
 pub use error::{FieldError, FieldErrorReason};
 pub use filename::{offset_to_file_name, parse_file_name};
-pub use hash::{crc32_masked, index_key_hash, java_string_hash, tags_code};
+pub use hash::{
+    crc32_masked, index_key_hash, index_key_hash_of, java_string_hash, java_string_hash_continue,
+    tags_code,
+};
 pub use host::HostAddr;
 pub use index::{IndexEntry, IndexHeader};
 pub use msgid::{decode_offset_msg_id, offset_msg_id, uniq_key, UniqKeyPrefix};

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rocketstore_format::{
-    crc32_masked, decode_record, encode_record, sysflag, DecodeOptions, Decoded, HostAddr,
-    MessageVersion, RecordHeader, RecordView,
+    decode_record, encode_record, sysflag, DecodeOptions, Decoded, HostAddr, MessageVersion,
+    RecordHeader, RecordView,
 };
 
 use crate::config::{FlushDiskType, StoreConfig};
@@ -25,7 +25,9 @@ use crate::util::{lock, now_ms};
 pub(crate) struct Prepared<'a> {
     pub(crate) topic: &'a str,
     pub(crate) body: &'a [u8],
-    pub(crate) body_crc: i32,
+    /// CRC-32 of the body, unmasked (BODYCRC is its low 31 bits; the `__CRC32#` seal combines
+    /// it with the CRC of the rest of the record instead of reading the body again).
+    pub(crate) body_crc: u32,
     /// Range of this message's encoded properties in the batch's shared buffer.
     pub(crate) props: Range<usize>,
     pub(crate) header: RecordHeader,
@@ -332,6 +334,7 @@ impl CommitLog {
         let mut pos = 0usize;
         let mut failed: Option<Error> = None;
         let whole_batch = one_queue_batch_len(msgs, self.file_size);
+        let mut shift = rocketstore_format::prop_crc::BodyShift::default();
         for (i, m) in msgs.iter().enumerate() {
             // The first record of a one-queue batch reserves room for the whole batch.
             let need = if i == 0 && whole_batch > 0 {
@@ -385,9 +388,20 @@ impl CommitLog {
                 let p = props.get(m.props.clone()).unwrap_or(&[]);
                 let seal = m.prop_crc;
                 let enc = f.write_with(pos, m.len, |dst| {
-                    encode_record(dst, &hdr, m.version, body, m.body_crc, m.topic, p)?;
+                    let body_crc = masked_crc(m.body_crc);
+                    encode_record(dst, &hdr, m.version, body, body_crc, m.topic, p)?;
                     if seal {
-                        rocketstore_format::prop_crc::seal(dst);
+                        // The body is followed by the topic length, the topic, the properties
+                        // length (2 bytes) and the properties.
+                        let after_body = m.version.topic_len_width() + m.topic.len() + 2 + p.len();
+                        let body_pos = m.len.saturating_sub(after_body + body.len());
+                        rocketstore_format::prop_crc::seal_with_body_crc(
+                            dst,
+                            body_pos,
+                            body.len(),
+                            m.body_crc,
+                            &mut shift,
+                        );
                     }
                     Ok::<(), rocketstore_format::EncodeError>(())
                 });
@@ -607,9 +621,16 @@ impl CommitLog {
         mut f: impl FnMut(&RecordView<'_>, u64) -> Result<()>,
     ) -> Result<u64> {
         let mut offset = from;
+        // The file is looked up (a lock and a reference count shared with every other thread)
+        // once per file, not once per record.
+        let mut current: Option<Arc<MappedFile>> = None;
         while offset < end {
-            let Some(file) = self.queue.find(offset) else {
-                break;
+            let file = match current {
+                Some(ref f) if f.from() <= offset && offset - f.from() < f.size() as u64 => f,
+                _ => match self.queue.find(offset) {
+                    Some(f) => current.insert(f),
+                    None => break,
+                },
             };
             let pos = (offset - file.from()) as usize;
             let Some(rest) = file.slice_to_end(pos) else {
@@ -937,8 +958,14 @@ fn damaged_prop_crc(record: &[u8]) -> bool {
 }
 
 /// Body CRC as stored (RocketMQ `UtilAll.crc32` masked).
-pub(crate) fn body_crc(body: &[u8]) -> i32 {
-    crc32_masked(body)
+/// The unmasked CRC-32 of a body (see [`Prepared::body_crc`]).
+pub(crate) fn body_crc(body: &[u8]) -> u32 {
+    crc32fast::hash(body)
+}
+
+/// RocketMQ's BODYCRC of a body whose CRC-32 is `crc` (`UtilAll.crc32`: the low 31 bits).
+fn masked_crc(crc: u32) -> i32 {
+    i32::try_from(crc & 0x7FFF_FFFF).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -979,5 +1006,97 @@ mod tests {
         expect.sort();
         assert_eq!(store.stats().put_by_topic, expect);
         store.close().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod scan_tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::{PutMessage, Store, StoreConfig, ABORT_FILE, CHECKPOINT_FILE};
+    use std::io::{Read, Seek, SeekFrom, Write};
+
+    /// Abnormal recovery stops at the first damaged record (body CRC or `__CRC32#`), wherever
+    /// it falls among thousands of records (early, mid-file, a later file, none), and says why.
+    #[test]
+    fn crc_check_stops_at_the_first_damaged_record() {
+        let file_size = 1u64 << 20;
+        let cfg = StoreConfig {
+            mapped_file_size_commit_log: file_size,
+            mapped_file_size_consume_queue: 4096 * 20,
+            max_hash_slot_num: 1000,
+            max_index_num: 8000,
+            ..StoreConfig::default()
+        };
+        let body = vec![7u8; 100];
+        // (record, byte within the record: 100 is in the body, -25 in the properties)
+        let cases: [Option<(usize, i64)>; 5] = [
+            None,
+            Some((3, 100)),
+            Some((1500, 100)),
+            Some((2999, -25)),
+            Some((9000, -25)),
+        ];
+        for damage in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path(), cfg.clone()).unwrap();
+            let msgs: Vec<PutMessage<'_>> = (0..1000)
+                .map(|i| PutMessage {
+                    topic: "ScanTopic",
+                    body: &body,
+                    queue_id: i % 4,
+                    tags: Some("T"),
+                    ..Default::default()
+                })
+                .collect();
+            let mut results = Vec::new();
+            for _ in 0..10 {
+                results.extend(store.put_batch(&msgs).unwrap());
+            }
+            let end = store.max_commitlog_offset();
+            store.close().unwrap();
+            let mut expect_end = end;
+            if let Some((k, at)) = damage {
+                let r = &results[k];
+                let rec_off = r.commitlog_offset as u64;
+                let at = if at < 0 {
+                    rec_off + r.wrote_bytes as u64 - at.unsigned_abs()
+                } else {
+                    rec_off + at as u64
+                };
+                let path = dir
+                    .path()
+                    .join("commitlog")
+                    .join(format!("{:020}", at / file_size * file_size));
+                let mut f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .unwrap();
+                let mut b = [0u8; 1];
+                f.seek(SeekFrom::Start(at % file_size)).unwrap();
+                f.read_exact(&mut b).unwrap();
+                b[0] ^= 0x10;
+                f.seek(SeekFrom::Start(at % file_size)).unwrap();
+                f.write_all(&b).unwrap();
+                expect_end = rec_off;
+            }
+            std::fs::write(dir.path().join(ABORT_FILE), b"").unwrap();
+            std::fs::remove_file(dir.path().join(CHECKPOINT_FILE)).unwrap();
+            let store = Store::open(dir.path(), cfg.clone()).unwrap();
+            let rep = store.recovery_report().clone();
+            assert_eq!(rep.end_offset, expect_end, "damage {damage:?}");
+            assert_eq!(
+                rep.truncated_at.as_ref().map(|t| t.0),
+                damage.map(|_| expect_end),
+                "damage {damage:?}: {:?}",
+                rep.truncated_at
+            );
+            if let Some((_, at)) = damage {
+                let why = &rep.truncated_at.as_ref().unwrap().1;
+                let crc = if at < 0 { "__CRC32#" } else { "CRC" };
+                assert!(why.contains(crc), "{why}");
+            }
+            store.close().unwrap();
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! What the dispatcher extracts from each commit log record (RocketMQ `DispatchRequest`), and
 //! the subscription filter used by reads and long polling.
 
-use rocketstore_format::{property, sysflag, RecordView, SCHEDULE_TOPIC};
+use rocketstore_format::{sysflag, RecordView, SCHEDULE_TOPIC};
 
 /// Looks up property values in a raw properties string without allocating, with RocketMQ's
 /// last-wins rule and its "non-empty name and value" rule.
@@ -74,11 +74,10 @@ pub(crate) fn dispatch_request<'a>(
     rec: &RecordView<'a>,
     delay_levels: &[i64],
 ) -> DispatchRequest<'a> {
-    let raw = rec.properties_raw;
-    let tags = utf8(raw_property(raw, property::TAGS));
-    let mut tags_code = rocketstore_format::tags_code(tags);
+    let props = DispatchProps::scan(rec.properties_raw);
+    let mut tags_code = rocketstore_format::tags_code(utf8(props.tags));
     if rec.topic == SCHEDULE_TOPIC {
-        if let Some(delay) = raw_property(raw, property::DELAY) {
+        if let Some(delay) = props.delay {
             let level: i64 = std::str::from_utf8(delay)
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
@@ -102,8 +101,48 @@ pub(crate) fn dispatch_request<'a>(
         store_timestamp: rec.store_timestamp,
         queue_offset: rec.queue_offset,
         sys_flag: rec.sys_flag,
-        keys: utf8(raw_property(raw, property::KEYS)),
-        uniq_key: utf8(raw_property(raw, property::UNIQ_KEY)),
+        keys: utf8(props.keys),
+        uniq_key: utf8(props.uniq_key),
+    }
+}
+
+/// The four properties dispatch reads, found in one pass over the raw properties string with
+/// the same rules as [`raw_property`] (last wins; empty names and values are skipped).
+#[derive(Debug, Default, Clone, Copy)]
+struct DispatchProps<'a> {
+    tags: Option<&'a [u8]>,
+    keys: Option<&'a [u8]>,
+    uniq_key: Option<&'a [u8]>,
+    delay: Option<&'a [u8]>,
+}
+
+impl<'a> DispatchProps<'a> {
+    fn scan(raw: &'a [u8]) -> Self {
+        let mut out = DispatchProps::default();
+        let mut rest = raw;
+        while !rest.is_empty() {
+            let end = rest
+                .iter()
+                .position(|&b| b == rocketstore_format::PROPERTY_SEPARATOR)
+                .unwrap_or(rest.len());
+            let (seg, tail) = rest.split_at(end);
+            rest = tail.get(1..).unwrap_or(&[]);
+            // A name is everything before the segment's first 0x01, so a segment holds one of
+            // ours exactly when it starts with that name and 0x01 (no search for the 0x01).
+            let (slot, name_len) = match seg.first() {
+                Some(b'T') if seg.starts_with(b"TAGS\x01") => (&mut out.tags, 5),
+                Some(b'K') if seg.starts_with(b"KEYS\x01") => (&mut out.keys, 5),
+                Some(b'U') if seg.starts_with(b"UNIQ_KEY\x01") => (&mut out.uniq_key, 9),
+                Some(b'D') if seg.starts_with(b"DELAY\x01") => (&mut out.delay, 6),
+                _ => continue,
+            };
+            let value = seg.get(name_len..).unwrap_or(&[]);
+            if value.is_empty() {
+                continue;
+            }
+            *slot = Some(value);
+        }
+        out
     }
 }
 
@@ -161,6 +200,7 @@ impl Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocketstore_format::property;
 
     #[test]
     fn raw_lookup_is_last_wins_and_skips_empty_values() {
@@ -170,6 +210,32 @@ mod tests {
         assert_eq!(raw_property(raw, "K"), Some(&b"v2"[..]));
         assert_eq!(raw_property(b"", "K"), None);
         assert_eq!(raw_property(b"V\x01a\x01b\x02", "V"), Some(&b"a\x01b"[..]));
+    }
+
+    #[test]
+    fn one_pass_scan_agrees_with_raw_lookup() {
+        let names = [
+            property::TAGS,
+            property::KEYS,
+            property::UNIQ_KEY,
+            property::DELAY,
+        ];
+        let raws: [&[u8]; 7] = [
+            b"",
+            b"TAGS\x01A\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01u\x02",
+            b"TAGS\x01\x02TAGS\x01B\x02TAGS\x01\x02DELAY\x013",
+            b"\x01x\x02KEYS\x01a\x02KEYS\x01b\x02",
+            b"UNIQ_KEY\x01a\x01b\x02junk\x02\x02TAGS",
+            b"TAGSX\x01no\x02XTAGS\x01no\x02TAGS\x01yes",
+            b"__CRC32#\x010000000000\x02TAGS\x01T\x02",
+        ];
+        for raw in raws {
+            let p = DispatchProps::scan(raw);
+            let got = [p.tags, p.keys, p.uniq_key, p.delay];
+            for (name, got) in names.iter().zip(got) {
+                assert_eq!(got, raw_property(raw, name), "{name} in {raw:?}");
+            }
+        }
     }
 
     #[test]

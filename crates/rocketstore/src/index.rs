@@ -28,7 +28,8 @@ use rocketstore_format::index::{
     entry_position, index_file_size, index_key, index_slot, index_time_diff, slot_position,
 };
 use rocketstore_format::{
-    index_key_hash, sysflag, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
+    index_key_hash, index_key_hash_of, sysflag, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
 };
 
 use crate::error::{CorruptionKind, Error, Result};
@@ -64,6 +65,96 @@ pub(crate) struct IndexRequest<'a> {
     pub uniq_key: Option<&'a str>,
     /// The raw KEYS property (space separated), if present.
     pub keys: Option<&'a str>,
+}
+
+/// The index writer held for a run of records (see [`IndexService::batch`]).
+#[derive(Debug)]
+pub(crate) struct IndexBatch<'a> {
+    service: &'a IndexService,
+    _writer: std::sync::MutexGuard<'a, ()>,
+    /// The newest file of the service (the list cannot change while the writer lock is held).
+    newest: Option<Arc<IndexFile>>,
+}
+
+impl IndexBatch<'_> {
+    /// RocketMQ `IndexService.buildIndex` (§6.3, §6.4): gets the last file (rolling to a new one
+    /// when it is full); skips the record if `phy_offset < endPhyOffset` of that file (already
+    /// indexed; the strict comparison re-indexes the last record) or its transaction type is
+    /// ROLLBACK; then puts `topic#UNIQ_KEY` and `topic#token` for each non-empty space-separated
+    /// KEYS token, rolling whenever a file fills up. The key hash is computed over the topic,
+    /// `#` and the key in place (no joined string).
+    ///
+    /// # Errors
+    /// I/O errors creating a file (nothing of the failed key is published).
+    pub(crate) fn build(&mut self, req: &IndexRequest<'_>) -> Result<()> {
+        let newest = self
+            .newest
+            .as_ref()
+            .map(|f| (f.end_phy_offset(), f.index_count()));
+        if newest.is_some_and(|(end, _)| req.phy_offset < end) {
+            return Ok(());
+        }
+        if sysflag::transaction_type(req.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE {
+            return Ok(());
+        }
+        // Recovery re-dispatches from the newest file's endPhyOffset, which is the *start* of
+        // the newest indexed record: the keys of that record already in the file are not put
+        // twice (a clean reopen changes no index byte; a crash between two keys of one record
+        // still gets the missing keys).
+        let redo = newest
+            .is_some_and(|(end, count)| count > 1 && req.phy_offset == end)
+            .then(|| self.newest.clone())
+            .flatten();
+        self.writable()?;
+        if let Some(uniq) = req.uniq_key {
+            self.put_key(index_key_hash_of(req.topic, uniq), req, redo.as_deref())?;
+        }
+        if let Some(keys) = req.keys {
+            for key in rocketstore_format::keys::index_tokens(keys) {
+                self.put_key(index_key_hash_of(req.topic, key), req, redo.as_deref())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest file, rolled to a new one first if it is full (or there is none).
+    fn writable(&mut self) -> Result<&IndexFile> {
+        if self.newest.as_ref().is_none_or(|f| f.is_full()) {
+            self.newest = Some(self.service.last_writable_file()?);
+        }
+        self.newest.as_deref().ok_or_else(|| {
+            Error::corruption(
+                &self.service.dir,
+                0,
+                CorruptionKind::Invalid("no writable index file".into()),
+            )
+        })
+    }
+
+    fn put_key(
+        &mut self,
+        hash: i32,
+        req: &IndexRequest<'_>,
+        redo: Option<&IndexFile>,
+    ) -> Result<()> {
+        if redo.is_some_and(|f| f.has_entry(hash, req.phy_offset)) {
+            return Ok(());
+        }
+        // A fresh file always has room (entries >= 2), so this rolls at most once.
+        for _ in 0..2 {
+            if self
+                .writable()?
+                .put_key(hash, req.phy_offset, req.store_timestamp)?
+            {
+                return Ok(());
+            }
+        }
+        Err(Error::corruption(
+            &self.service.dir,
+            0,
+            CorruptionKind::Invalid("a new index file has no room".into()),
+        ))
+    }
 }
 
 /// Result of [`IndexService::query`] (RocketMQ `QueryOffsetResult`).
@@ -517,63 +608,29 @@ impl IndexService {
     /// # Errors
     /// `ReadOnly`; I/O errors creating a file (nothing of the failed key is published).
     pub(crate) fn build_index(&self, req: &IndexRequest<'_>) -> Result<()> {
+        self.batch()?.build(req)
+    }
+
+    /// The index writer for many records in a row (the dispatcher's batch): the writer lock is
+    /// taken once and the newest file kept at hand until the batch is dropped, instead of once
+    /// per record. Every change to the file list holds the writer lock, so the cached file
+    /// stays the newest while the batch lives.
+    ///
+    /// # Errors
+    /// `ReadOnly`.
+    pub(crate) fn batch(&self) -> Result<IndexBatch<'_>> {
         if !self.writable {
             return Err(Error::ReadOnly {
                 path: self.dir.clone(),
             });
         }
-        let _w = lock(&self.writer);
+        let guard = lock(&self.writer);
         let newest = self.read().last().cloned();
-        if newest
-            .as_ref()
-            .is_some_and(|f| req.phy_offset < f.end_phy_offset())
-        {
-            return Ok(());
-        }
-        if sysflag::transaction_type(req.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE {
-            return Ok(());
-        }
-        // Recovery re-dispatches from the newest file's endPhyOffset, which is the *start* of
-        // the newest indexed record: the keys of that record already in the file are not put
-        // twice (a clean reopen changes no index byte; a crash between two keys of one record
-        // still gets the missing keys).
-        let redo = newest.filter(|f| f.index_count() > 1 && req.phy_offset == f.end_phy_offset());
-        let mut file = self.last_writable_file()?;
-        if let Some(uniq) = req.uniq_key {
-            file = self.put_key(file, &index_key(req.topic, uniq), req, redo.as_deref())?;
-        }
-        if let Some(keys) = req.keys {
-            for key in rocketstore_format::keys::index_tokens(keys) {
-                file = self.put_key(file, &index_key(req.topic, key), req, redo.as_deref())?;
-            }
-        }
-        Ok(())
-    }
-
-    fn put_key(
-        &self,
-        file: Arc<IndexFile>,
-        key: &str,
-        req: &IndexRequest<'_>,
-        redo: Option<&IndexFile>,
-    ) -> Result<Arc<IndexFile>> {
-        let hash = index_key_hash(key);
-        if redo.is_some_and(|f| f.has_entry(hash, req.phy_offset)) {
-            return Ok(file);
-        }
-        let mut file = file;
-        // A fresh file always has room (entries >= 2), so this rolls at most once.
-        for _ in 0..2 {
-            if file.put_key(hash, req.phy_offset, req.store_timestamp)? {
-                return Ok(file);
-            }
-            file = self.last_writable_file()?;
-        }
-        Err(Error::corruption(
-            &self.dir,
-            0,
-            CorruptionKind::Invalid("a new index file has no room".into()),
-        ))
+        Ok(IndexBatch {
+            service: self,
+            _writer: guard,
+            newest,
+        })
     }
 
     /// RocketMQ `getAndCreateLastIndexFile`: the last file if it is not full, else a new file

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rocketstore_format::{Checkpoint, DecodeOptions};
 
 use crate::checkpoint;
-use crate::commitlog::{CommitLog, RecordRef};
+use crate::commitlog::{CommitLog, Prepared, RecordRef};
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::ConsumeQueueStore;
 use crate::dispatch::Subscription;
@@ -136,6 +136,30 @@ pub struct Store {
     tail_index: Option<crate::tail_index::TailIndex>,
     /// The services when they do not run on threads (`background_threads = false`).
     manual: Mutex<Option<ManualServices>>,
+    put_buffers: Mutex<PutBuffers>,
+}
+
+/// `put_batch`'s working memory, kept between calls: large batches otherwise allocate fresh
+/// heap pages (which glibc gives back to the kernel after each call) and fault them in on every
+/// batch. A call that finds it taken by a concurrent call uses new vectors.
+#[derive(Debug, Default)]
+struct PutBuffers {
+    props: Vec<u8>,
+    prepared: Vec<Prepared<'static>>,
+}
+
+/// Buffers larger than this are not kept (bytes of properties, messages).
+const PUT_BUFFER_MAX_BYTES: usize = 64 << 20;
+const PUT_BUFFER_MAX_MESSAGES: usize = 1 << 20;
+
+/// An empty vector that keeps `v`'s allocation, for another lifetime of the same type: the
+/// in-place `collect` of the emptied vector's iterator reuses its buffer (no element exists to
+/// convert).
+// `filter_map` (not `filter`): the item type changes lifetime, which is the point.
+#[allow(clippy::unnecessary_filter_map)]
+fn reuse_prepared<'b>(mut v: Vec<Prepared<'_>>) -> Vec<Prepared<'b>> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
 }
 
 #[derive(Debug)]
@@ -369,6 +393,7 @@ impl Store {
             lock_file: Mutex::new(lock_file),
             recovery,
             manual: Mutex::new(None),
+            put_buffers: Mutex::new(PutBuffers::default()),
         };
         if !read_only {
             store.start_services()?;
@@ -533,9 +558,13 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = now_ms();
-        let mut props = Vec::with_capacity(msgs.iter().map(props_capacity).sum());
+        let mut bufs = std::mem::take(&mut *lock(&self.put_buffers));
+        let mut props = std::mem::take(&mut bufs.props);
+        props.clear();
+        props.reserve(msgs.iter().map(props_capacity).sum());
         let indexed = msgs.len() > 1;
-        let mut prepared = Vec::with_capacity(msgs.len());
+        let mut prepared = reuse_prepared(std::mem::take(&mut bufs.prepared));
+        prepared.reserve(msgs.len());
         let mut last_topic: Option<&str> = None;
         for (i, m) in msgs.iter().enumerate() {
             let topic_checked = last_topic == Some(m.topic);
@@ -554,8 +583,16 @@ impl Store {
         self.check_writable()?;
         self.cleaner.check_writable()?;
         let started = std::time::Instant::now();
-        let results = self.log.append(&prepared, &props, self.config.store_host)?;
+        let results = self.log.append(&prepared, &props, self.config.store_host);
         self.stats.record_put(started.elapsed());
+        if props.capacity() <= PUT_BUFFER_MAX_BYTES
+            && prepared.capacity() <= PUT_BUFFER_MAX_MESSAGES
+        {
+            bufs.props = props;
+            bufs.prepared = reuse_prepared(prepared);
+            *lock(&self.put_buffers) = bufs;
+        }
+        let results = results?;
         self.after_append()?;
         Ok(results)
     }
@@ -1510,5 +1547,18 @@ impl Iterator for Scanner {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod put_buffer_tests {
+    use super::*;
+
+    #[test]
+    fn reused_prepared_vectors_keep_their_allocation() {
+        let v: Vec<Prepared<'static>> = Vec::with_capacity(4096);
+        let w: Vec<Prepared<'_>> = reuse_prepared(v);
+        assert!(w.is_empty());
+        assert!(w.capacity() >= 4096);
     }
 }

@@ -15,8 +15,8 @@ use rocketstore_format::CqUnit;
 
 use crate::commitlog::CommitLog;
 use crate::config::FlushDiskType;
-use crate::consume_queue::ConsumeQueueStore;
-use crate::dispatch::dispatch_request;
+use crate::consume_queue::{ConsumeQueue, ConsumeQueueStore};
+use crate::dispatch::{dispatch_request, DispatchRequest};
 use crate::error::Result;
 use crate::index::{IndexRequest, IndexService};
 use crate::longpoll::PullWaiters;
@@ -111,45 +111,59 @@ impl Dispatcher {
     }
 
     /// Dispatches every record in `[reput_from, end)`. Returns the number of records.
+    ///
+    /// The consume queue handles and the index writer are taken once per run of records, not
+    /// per record.
     pub(crate) fn dispatch_until(&self, log: &CommitLog, end: u64) -> Result<u64> {
         let from = self.reput_from().max(log.min_offset());
         if from >= end {
             return Ok(0);
         }
-        let mut touched: Vec<(String, i32)> = Vec::new();
+        let mut queues = QueueHandles::default();
+        let (next, count) = self.cq_range(log, &mut queues, from, end)?;
+        self.reput_from.fetch_max(next, Ordering::AcqRel);
+        if queues.last_ts > 0 {
+            self.logics_timestamp
+                .fetch_max(queues.last_ts, Ordering::AcqRel);
+        }
+        self.dispatched.fetch_add(count, Ordering::Relaxed);
+        self.waiters
+            .notify(queues.touched.iter().map(|q| (q.topic(), q.queue_id())));
+        Ok(count)
+    }
+
+    /// Walks `[from, end)` into the consume queues and the index, publishing the reput offset
+    /// per record. Returns `(next, records)`.
+    fn cq_range(
+        &self,
+        log: &CommitLog,
+        queues: &mut QueueHandles,
+        from: u64,
+        end: u64,
+    ) -> Result<(u64, u64)> {
         let mut count = 0u64;
-        let mut last_ts = 0i64;
+        let mut index = match &self.index {
+            Some(i) => Some(i.batch()?),
+            None => None,
+        };
         let next = log.for_each_record(from, end, |rec, _offset| {
             let req = dispatch_request(rec, &self.delay_levels);
             if req.undispatchable() {
                 self.note_undispatchable(req.topic, req.commitlog_offset);
             }
             if req.goes_to_cq() && (0..=self.max_queue_id).contains(&req.queue_id) {
-                let q = self.cq.find_or_create(req.topic, req.queue_id)?;
+                let q = queues.get(&self.cq, req.topic, req.queue_id)?;
                 let unit = CqUnit {
                     phy_offset: req.commitlog_offset,
                     size: req.msg_size,
                     tags_code: req.tags_code,
                 };
                 if q.put(unit, req.queue_offset)? {
-                    last_ts = req.store_timestamp;
-                }
-                if !touched
-                    .iter()
-                    .any(|(t, q)| t == req.topic && *q == req.queue_id)
-                {
-                    touched.push((req.topic.to_string(), req.queue_id));
+                    queues.last_ts = req.store_timestamp;
                 }
             }
-            if let Some(index) = &self.index {
-                index.build_index(&IndexRequest {
-                    topic: req.topic,
-                    phy_offset: req.commitlog_offset,
-                    store_timestamp: req.store_timestamp,
-                    sys_flag: req.sys_flag,
-                    uniq_key: req.uniq_key,
-                    keys: req.keys,
-                })?;
+            if let Some(index) = index.as_mut() {
+                index.build(&index_request(&req))?;
             }
             count += 1;
             // Published per record so readers and the checkpoint see progress.
@@ -159,14 +173,55 @@ impl Dispatcher {
             );
             Ok(())
         })?;
-        self.reput_from.fetch_max(next, Ordering::AcqRel);
-        if last_ts > 0 {
-            self.logics_timestamp.fetch_max(last_ts, Ordering::AcqRel);
-        }
-        self.dispatched.fetch_add(count, Ordering::Relaxed);
-        self.waiters
-            .notify(touched.iter().map(|(t, q)| (t.as_str(), *q)));
-        Ok(count)
+        Ok((next, count))
+    }
+}
+
+fn index_request<'a>(req: &DispatchRequest<'a>) -> IndexRequest<'a> {
+    IndexRequest {
+        topic: req.topic,
+        phy_offset: req.commitlog_offset,
+        store_timestamp: req.store_timestamp,
+        sys_flag: req.sys_flag,
+        uniq_key: req.uniq_key,
+        keys: req.keys,
+    }
+}
+
+/// The consume queues one dispatch run has written to, looked up in the shared map only the
+/// first time (no lock, hash or `Arc` clone per record); they are also the queues whose long
+/// polls are woken afterwards.
+#[derive(Debug, Default)]
+struct QueueHandles {
+    touched: Vec<Arc<ConsumeQueue>>,
+    /// Index in `touched` of the last hit (consecutive records often share a queue).
+    last: usize,
+    /// Store time of the last record added to a consume queue.
+    last_ts: i64,
+}
+
+impl QueueHandles {
+    fn get(
+        &mut self,
+        cqs: &ConsumeQueueStore,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<&ConsumeQueue> {
+        let hit = |q: &Arc<ConsumeQueue>| q.queue_id() == queue_id && q.topic() == topic;
+        let i = match self.touched.get(self.last) {
+            Some(q) if hit(q) => self.last,
+            _ => match self.touched.iter().position(hit) {
+                Some(i) => i,
+                None => {
+                    self.touched.push(cqs.find_or_create(topic, queue_id)?);
+                    self.touched.len() - 1
+                }
+            },
+        };
+        self.last = i;
+        self.touched.get(i).map(|q| &**q).ok_or_else(|| {
+            crate::error::Error::invalid("dispatch", "consume queue handle vanished")
+        })
     }
 }
 
