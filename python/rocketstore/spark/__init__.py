@@ -5,6 +5,15 @@ SparkSession (:func:`register` does it for any session; Spark also finds it by i
 the ``pyspark_rocketstore`` module when the package is installed where the Python workers
 run). Needs ``pip install 'rocketstore[spark]'`` (PySpark 4.3) and Java 17.
 
+Python workers: imported before the SparkContext starts, ``rocketstore.spark`` sets
+``PYSPARK_PYTHON`` to this interpreter when it is unset (not under ``spark-submit``), so a
+script run as ``.venv/bin/python job.py`` without activating the venv gets workers that import
+the same rocketstore. A value already set is kept. When a context already runs workers with an
+interpreter that cannot import this rocketstore, :func:`register` registers a stand-in whose
+``schema()``/``reader()``/``writer()`` fail on the driver, before any task, with an error
+naming that interpreter and what to set (``PYSPARK_PYTHON``, or ``spark.pyspark.python``
+with ``spark-submit``).
+
 Example::
 
     import rocketstore.spark  # registers format "rocketstore"
@@ -99,6 +108,7 @@ Jobs: :func:`ingest` writes a DataFrame into ``N`` stores and :func:`verify` che
 
 from __future__ import annotations
 
+from rocketstore.spark._interpreter import default_worker_python
 from rocketstore.spark._reader import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA
 from rocketstore.spark._source import RocketStoreDataSource, register
 from rocketstore.spark._writer import MANIFEST, body_digest
@@ -126,4 +136,5 @@ def _register_on_active_session() -> None:
         register(spark)
 
 
+default_worker_python()
 _register_on_active_session()

@@ -12,6 +12,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from rocketstore.spark._interpreter import checked_source
 from rocketstore.spark._reader import RocketStoreReader, schema_for
 from rocketstore.spark._stream import RocketStoreStreamReader
 from rocketstore.spark._writer import RocketStoreWriter
@@ -79,4 +80,5 @@ def register(spark: SparkSession | None = None) -> None:
         spark = SparkSession.getActiveSession()
         if spark is None:
             raise RuntimeError("no active SparkSession to register the rocketstore source on")
-    spark.dataSource.register(RocketStoreDataSource)
+    # A stand-in that fails with a clear error when the workers' interpreter lacks rocketstore.
+    spark.dataSource.register(checked_source(spark, RocketStoreDataSource))
