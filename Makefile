@@ -2,6 +2,7 @@
 #
 #   make demo    set everything up, then run the demo job on an embedded default
 #   make test    set everything up, then run every lint and every test except `slow`
+#   make wheel   build and check dist/: a manylinux_2_28 abi3 wheel and an sdist
 #   make help    list all targets
 #
 # Everything is installed into .venv/ (never system-wide). Targets are safe with CI=true
@@ -55,7 +56,7 @@ endif
 
 say = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help venv build lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest \
+.PHONY: help venv build wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
 	rust-failpoint-tests bench-check test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
@@ -93,6 +94,31 @@ $(NATIVE_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
 
 build: $(NATIVE_STAMP) ## Create .venv and build + install the extension (then use .venv/bin/python)
 	@$(PY) -c 'import rocketstore._native as n; print(f"\n==> Ready: rocketstore._native {n.__version__} imports in $(VENV)/bin/python")'
+
+# ---- packaging ------------------------------------------------------------------------
+
+# The release wheel: abi3 (one wheel for CPython 3.11+), linked by zig (the `ziglang` package
+# in requirements-dev.txt) against glibc 2.28's symbols, so pip installs it on RHEL 8, Debian 11,
+# Ubuntu 20.04 and newer, whatever glibc this machine has. tests/check_wheel.py checks the tags,
+# the ELF's libraries and GLIBC_ symbol versions, and prints `auditwheel show`.
+DIST         := dist
+WHEEL_COMPAT := manylinux_2_28
+WHEEL_STAMP  := $(DIST)/.wheel.stamp
+PY_INPUTS    := $(shell find python -type f \( -name '*.py' -o -name '*.pyi' -o -name py.typed \) 2>/dev/null)
+
+$(WHEEL_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) $(PY_INPUTS) pyproject.toml README.md tests/check_wheel.py
+	$(call say,Building the release wheel into $(DIST)/: $(WHEEL_COMPAT) abi3 linked by zig (cargo --locked))
+	rm -rf "$(DIST)"
+	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV_BIN)):$$PATH" \
+		$(VENV_BIN)/maturin build --release --strip --zig --compatibility $(WHEEL_COMPAT) \
+		--interpreter $(PY) --out $(DIST)
+	$(call say,Building the sdist into $(DIST)/)
+	$(VENV_BIN)/maturin sdist --out $(DIST)
+	$(call say,Checking $(DIST)/ (tests/check_wheel.py): tags; ELF libraries and GLIBC_ versions <= 2.28; auditwheel show; sdist files)
+	$(PY) tests/check_wheel.py --max-glibc 2.28 $(DIST)
+	@touch $@
+
+wheel: $(WHEEL_STAMP) ## Build and check dist/: a manylinux_2_28 abi3 wheel (maturin --zig) and an sdist
 
 java-check: ## Check that Java 17+ is available (Spark and the Java test fixtures need it)
 	$(call say,Checking for Java 17 or newer (PySpark starts a JVM))
@@ -221,11 +247,12 @@ ifneq ($(FAILPOINT_TEST),)
 	$(CARGO) test $(LOCKED) -p rocketstore --features failpoints --test failpoints -- --test-threads 1 $(LIBTEST_EXTRA)
 endif
 
-test-python: build java-check ## Python tests: pytest -m 'not slow'
+# The wheel is built first: tests/test_wheel.py installs it into a new virtualenv.
+test-python: build wheel java-check ## Python tests: pytest -m 'not slow' (builds dist/ first)
 	$(call say,Python tests: pytest -m 'not slow')
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-python-all: build java-check
+test-python-all: build wheel java-check
 	$(call say,Python tests: pytest (all markers, including slow))
 	$(PY) -m pytest $(PYTEST_ARGS)
 
