@@ -115,7 +115,7 @@ $(WHEEL_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) $(PY_INPUTS) pyproject.toml README.
 	$(call say,Building the sdist into $(DIST)/)
 	$(VENV_BIN)/maturin sdist --out $(DIST)
 	$(call say,Checking $(DIST)/ (tests/check_wheel.py): tags; ELF libraries and GLIBC_ versions <= 2.28; auditwheel show; sdist files)
-	$(PY) tests/check_wheel.py --max-glibc 2.28 $(DIST)
+	$(PY) tests/check_wheel.py --max-glibc 2.28 --require-sdist $(DIST)
 	@touch $@
 
 wheel: $(WHEEL_STAMP) ## Build and check dist/: a manylinux_2_28 abi3 wheel (maturin --zig) and an sdist

@@ -1,20 +1,25 @@
-"""Checks the wheel and sdist that ``make wheel`` puts in ``dist/``; exit status 1 on a problem.
+"""Checks rocketstore wheels and sdists; prints what it found, exit status 1 on a problem.
 
-Usage: ``python tests/check_wheel.py [--max-glibc 2.28] dist``
+Usage::
 
-The wheel (exactly one ``rocketstore-*.whl``):
+    python tests/check_wheel.py --max-glibc 2.28 --require-sdist dist   # make wheel
+    python tests/check_wheel.py --musllinux 1.2 dist/*musllinux*.whl      # release workflow
 
-* file name and ``WHEEL`` metadata: the same tags, each ``cp311-abi3-manylinux_X_Y_<arch>``
-  with glibc ``X.Y`` at most ``--max-glibc``, and ``Root-Is-Purelib: false``;
-* one extension module, ``rocketstore/_native.abi3.so``, whose ELF needs only libraries every
-  manylinux system has (libc, libm, libdl, libpthread, librt, libgcc_s, the loader; never
-  libpython) and no ``GLIBC_`` symbol version above ``--max-glibc`` (read with pyelftools);
-* ``auditwheel show`` (printed, then read as JSON): platform tag at most ``--max-glibc``, no
-  external library to vendor, no ``GLIBC_`` version above the limit.
+Arguments are wheel/sdist files or directories holding them. Each wheel (manylinux by default,
+``--musllinux X.Y`` for musl ones):
 
-The sdist (exactly one ``rocketstore-*.tar.gz``): the same version, everything a build from
-source needs (``pyproject.toml``, ``Cargo.toml``, ``Cargo.lock``, the three crates, the Python
-package) and no compiled module.
+* file name and ``WHEEL`` metadata carry the same tags, each
+  ``cp311-abi3-manylinux_X_Y_<arch>`` with glibc ``X.Y`` at most ``--max-glibc`` (or
+  ``musllinux_X_Y`` at most ``--musllinux``), and ``Root-Is-Purelib: false``;
+* one extension module, ``rocketstore/_native.abi3.so``, whose ELF needs only libraries the
+  platform guarantees (glibc's libc, libm, libdl, libpthread, librt, libgcc_s and loader; musl's
+  ``libc.so``; or libraries vendored in ``rocketstore.libs/``; never libpython), with no
+  ``GLIBC_`` symbol version above ``--max-glibc`` (none at all for musl), read with pyelftools;
+* ``auditwheel show`` (printed, then read as JSON): platform tag within the limit, no external
+  library left to vendor, no ``GLIBC_`` version above the limit.
+
+Each sdist: the wheel's version, everything a build from source needs (``pyproject.toml``,
+``Cargo.toml``, ``Cargo.lock``, the three crates, the Python package) and no compiled module.
 """
 
 from __future__ import annotations
@@ -27,27 +32,33 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
 
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
-from packaging.tags import Tag
+from packaging.tags import Tag, parse_tag
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 
 __all__ = [
-    "ALLOWED_LIBRARIES",
-    "check_dist",
+    "MANYLINUX_2_28",
+    "MANYLINUX_LIBRARIES",
+    "MUSLLINUX_LIBRARIES",
+    "Policy",
     "check_elf",
+    "check_paths",
     "check_sdist",
     "check_tags",
     "check_versioned_symbols",
+    "check_wheel",
     "main",
 ]
 
 #: Shared libraries a manylinux wheel may need from the system (PEP 600's glibc set).
-ALLOWED_LIBRARIES = frozenset(
+MANYLINUX_LIBRARIES = frozenset(
     {
         "libc.so.6",
         "libm.so.6",
@@ -59,6 +70,8 @@ ALLOWED_LIBRARIES = frozenset(
         "ld-linux-aarch64.so.1",
     }
 )
+#: ... and a musllinux wheel (PEP 656: musl's libc; auditwheel vendors anything else).
+MUSLLINUX_LIBRARIES = frozenset({"libc.so"})
 
 #: Files a build from the sdist cannot do without (paths below ``rocketstore-<version>/``).
 SDIST_REQUIRED = (
@@ -78,8 +91,35 @@ SDIST_REQUIRED = (
     "python/pyspark_rocketstore/__init__.py",
 )
 
-_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
 _GLIBC = re.compile(r"^GLIBC_(\d+)\.(\d+)(?:\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a wheel may depend on: ``manylinux`` up to glibc ``max``, or ``musllinux`` up to
+    musl ``max`` (then no ``GLIBC_`` symbol version at all)."""
+
+    family: str  # "manylinux" or "musllinux"
+    max: tuple[int, int]
+
+    @property
+    def libraries(self) -> frozenset[str]:
+        return MANYLINUX_LIBRARIES if self.family == "manylinux" else MUSLLINUX_LIBRARIES
+
+    @property
+    def max_glibc(self) -> tuple[int, int] | None:
+        return self.max if self.family == "manylinux" else None
+
+    def platform_version(self, platform: str) -> tuple[int, int] | None:
+        """``(X, Y)`` of ``<family>_X_Y_<x86_64|aarch64>``, else None."""
+        m = re.match(rf"^{self.family}_(\d+)_(\d+)_(x86_64|aarch64)$", platform)
+        return (int(m[1]), int(m[2])) if m else None
+
+    def __str__(self) -> str:
+        return f"{self.family}_{self.max[0]}_{self.max[1]}"
+
+
+MANYLINUX_2_28 = Policy("manylinux", (2, 28))
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -87,40 +127,38 @@ def _version(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def check_tags(tags: frozenset[Tag] | set[Tag], max_glibc: tuple[int, int]) -> list[str]:
-    """Problems with a wheel's tags: each must be ``cp311-abi3-manylinux_X_Y_<arch>``."""
-    problems = []
-    if not tags:
-        problems.append("the wheel has no tag")
-    for tag in sorted(tags, key=str):
+def check_tags(tags: Iterable[Tag], policy: Policy = MANYLINUX_2_28) -> list[str]:
+    """Problems with a wheel's tags: each must be ``cp311-abi3-<policy platform>``."""
+    tags = sorted(tags, key=str)
+    problems = [] if tags else ["the wheel has no tag"]
+    for tag in tags:
         if tag.interpreter != "cp311" or tag.abi != "abi3":
             problems.append(f"tag {tag}: want cp311-abi3 (one wheel for CPython 3.11+)")
-        m = _MANYLINUX.match(tag.platform)
-        if m is None:
-            problems.append(f"tag {tag}: platform is not manylinux_X_Y_<x86_64|aarch64>")
-        elif (int(m[1]), int(m[2])) > max_glibc:
-            problems.append(
-                f"tag {tag}: needs glibc {m[1]}.{m[2]}, above {max_glibc[0]}.{max_glibc[1]}"
-            )
+        version = policy.platform_version(tag.platform)
+        if version is None:
+            problems.append(f"tag {tag}: platform is not {policy.family}_X_Y_<x86_64|aarch64>")
+        elif version > policy.max:
+            problems.append(f"tag {tag}: newer than {policy}")
     return problems
 
 
 def check_versioned_symbols(
-    needs: dict[str, list[str]] | dict[str, set[str]], max_glibc: tuple[int, int], what: str
+    needs: Mapping[str, Iterable[str]], policy: Policy, what: str
 ) -> list[str]:
-    """Problems with symbol versions, ``{library: versions}``: any ``GLIBC_`` above the limit."""
+    """Problems with symbol versions ``{library: versions}``: ``GLIBC_`` above the limit."""
     problems = []
+    limit = policy.max_glibc
     for lib, versions in sorted(needs.items()):
         for v in sorted(versions):
             m = _GLIBC.match(v)
-            if m is not None and (int(m[1]), int(m[2])) > max_glibc:
-                problems.append(
-                    f"{what}: {lib} symbol version {v} is above GLIBC_{max_glibc[0]}.{max_glibc[1]}"
-                )
+            if m is not None and (limit is None or (int(m[1]), int(m[2])) > limit):
+                problems.append(f"{what}: {lib} symbol version {v} is not allowed by {policy}")
     return problems
 
 
-def check_elf(data: bytes, name: str, max_glibc: tuple[int, int]) -> list[str]:
+def check_elf(
+    data: bytes, name: str, policy: Policy = MANYLINUX_2_28, vendored: Iterable[str] = ()
+) -> list[str]:
     """Problems with one shared object: its needed libraries and symbol versions."""
     elf = ELFFile(io.BytesIO(data))
     needed: list[str] = []
@@ -134,52 +172,51 @@ def check_elf(data: bytes, name: str, max_glibc: tuple[int, int]) -> list[str]:
             for verneed, vernaux_iter in section.iter_versions():
                 lib = str(verneed.name)
                 versions.setdefault(lib, set()).update(str(a.name) for a in vernaux_iter)
+    allowed = policy.libraries | set(vendored)
     problems = [
-        f"{name}: needs {lib}, which is not a library every manylinux system has"
+        f"{name}: needs {lib}, which {policy} does not guarantee"
         for lib in needed
-        if lib not in ALLOWED_LIBRARIES
+        if lib not in allowed
     ]
     if not needed:
         problems.append(f"{name}: has no DT_NEEDED entries (not a dynamic library?)")
-    problems += check_versioned_symbols(versions, max_glibc, name)
+    problems += check_versioned_symbols(versions, policy, name)
     glibc = [v for vs in versions.values() for v in vs if _GLIBC.match(v)]
-    highest = max((_version(v.removeprefix("GLIBC_")) for v in glibc), default=(0, 0))
-    print(f"    {name}: needs {', '.join(needed)}; highest GLIBC_{highest[0]}.{highest[1]}")
+    highest = max((_version(v.removeprefix("GLIBC_")) for v in glibc), default=None)
+    shown = f"GLIBC_{highest[0]}.{highest[1]}" if highest else "none"
+    print(f"    {name}: needs {', '.join(needed)}; highest GLIBC_ version: {shown}")
     return problems
 
 
-def check_wheel(wheel: Path, max_glibc: tuple[int, int]) -> tuple[list[str], str]:
-    """Problems with the wheel file, and its version."""
+def check_wheel(wheel: Path, policy: Policy = MANYLINUX_2_28) -> tuple[list[str], str]:
+    """Problems with one wheel file (tags, metadata, ELF), and its version."""
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     problems = [] if name == "rocketstore" else [f"{wheel.name}: project name is {name}"]
-    problems += check_tags(tags, max_glibc)
+    problems += check_tags(tags, policy)
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         info = f"rocketstore-{version}.dist-info/WHEEL"
-        meta = Parser().parsestr(zf.read(info).decode()) if info in names else None
-        if meta is None:
-            problems.append(f"{wheel.name}: no {info}")
-        else:
-            listed = {t for line in meta.get_all("Tag", []) for t in _parse_tag(line)}
+        if info in names:
+            meta = Parser().parsestr(zf.read(info).decode())
+            listed = {t for line in meta.get_all("Tag", []) for t in parse_tag(line.strip())}
             if listed != set(tags):
                 problems.append(f"WHEEL tags {sorted(map(str, listed))} != file name tags")
             if meta.get("Root-Is-Purelib", "").strip().lower() != "false":
                 problems.append("WHEEL: Root-Is-Purelib is not false")
-        modules = [n for n in names if n.endswith(".so") or ".so." in n]
+        else:
+            problems.append(f"{wheel.name}: no {info}")
+        shared = [n for n in names if n.endswith(".so") or ".so." in n]
+        vendored = [n for n in shared if n.startswith("rocketstore.libs/")]
+        modules = [n for n in shared if n not in vendored]
         if modules != ["rocketstore/_native.abi3.so"]:
             problems.append(f"extension modules {modules}: want only rocketstore/_native.abi3.so")
+        vendored_names = [Path(n).name for n in vendored]
         for module in modules:
-            problems += check_elf(zf.read(module), module, max_glibc)
+            problems += check_elf(zf.read(module), module, policy, vendored_names)
     return problems, str(version)
 
 
-def _parse_tag(text: str) -> set[Tag]:
-    from packaging.tags import parse_tag
-
-    return set(parse_tag(text.strip()))
-
-
-def check_auditwheel(wheel: Path, max_glibc: tuple[int, int]) -> list[str]:
+def check_auditwheel(wheel: Path, policy: Policy = MANYLINUX_2_28) -> list[str]:
     """Runs ``auditwheel show`` (printed) and checks its JSON report."""
     cmd = [sys.executable, "-m", "auditwheel", "show"]
     shown = subprocess.run([*cmd, str(wheel)], capture_output=True, text=True, check=False)
@@ -192,21 +229,21 @@ def check_auditwheel(wheel: Path, max_glibc: tuple[int, int]) -> list[str]:
     problems = []
     for key in ("overall_tag", "sym_tag"):
         tag = str(report.get(key))
-        m = _MANYLINUX.match(tag)
-        if m is None or (int(m[1]), int(m[2])) > max_glibc:
-            problems.append(f"auditwheel {key} {tag} is not manylinux <= {max_glibc}")
+        version = policy.platform_version(tag)
+        if version is None or version > policy.max:
+            problems.append(f"auditwheel {key} {tag} is not within {policy}")
     if report.get("external_libs"):
         problems.append(f"auditwheel: external libraries to vendor: {report['external_libs']}")
     symbols = report.get("versioned_symbols", {})
-    problems += check_versioned_symbols(symbols, max_glibc, "auditwheel")
+    problems += check_versioned_symbols(symbols, policy, "auditwheel")
     return problems
 
 
-def check_sdist(sdist: Path, version: str) -> list[str]:
-    """Problems with the sdist: name, version, required files, no compiled module."""
+def check_sdist(sdist: Path, version: str | None = None) -> list[str]:
+    """Problems with one sdist: name, version, required files, no compiled module."""
     name, sdist_version = parse_sdist_filename(sdist.name)
     problems = [] if name == "rocketstore" else [f"{sdist.name}: project name is {name}"]
-    if str(sdist_version) != version:
+    if version is not None and str(sdist_version) != version:
         problems.append(f"sdist version {sdist_version} != wheel version {version}")
     top = f"rocketstore-{sdist_version}/"
     with tarfile.open(sdist) as tar:
@@ -217,32 +254,49 @@ def check_sdist(sdist: Path, version: str) -> list[str]:
     return problems
 
 
-def check_dist(dist: Path, max_glibc: tuple[int, int]) -> list[str]:
-    """Every problem with the wheel and sdist in ``dist``."""
-    wheels = sorted(dist.glob("rocketstore-*.whl"))
-    sdists = sorted(dist.glob("rocketstore-*.tar.gz"))
-    if len(wheels) != 1 or len(sdists) != 1:
-        found = [p.name for p in wheels + sdists]
-        return [f"want one wheel and one sdist in {dist}, found {found}"]
-    print(f"==> {wheels[0].name}")
-    problems, version = check_wheel(wheels[0], max_glibc)
-    problems += check_auditwheel(wheels[0], max_glibc)
-    print(f"==> {sdists[0].name}")
-    problems += check_sdist(sdists[0], version)
+def check_paths(paths: Iterable[Path], policy: Policy, *, require_sdist: bool) -> list[str]:
+    """Every problem with the wheels and sdists at ``paths`` (files or directories)."""
+    files: list[Path] = []
+    for p in paths:
+        files += sorted(p.glob("rocketstore-*")) if p.is_dir() else [p]
+    wheels = [f for f in files if f.name.endswith(".whl")]
+    sdists = [f for f in files if f.name.endswith(".tar.gz")]
+    if require_sdist and (len(wheels) != 1 or len(sdists) != 1):
+        return [f"want one wheel and one sdist, found {[f.name for f in wheels + sdists]}"]
+    if not wheels and not sdists:
+        return [f"no rocketstore wheel or sdist in {[str(p) for p in paths]}"]
+    problems: list[str] = []
+    versions: set[str] = set()
+    for wheel in wheels:
+        print(f"==> {wheel.name}")
+        found, version = check_wheel(wheel, policy)
+        problems += found + check_auditwheel(wheel, policy)
+        versions.add(version)
+    for sdist in sdists:
+        print(f"==> {sdist.name}")
+        problems += check_sdist(sdist, next(iter(versions)) if len(versions) == 1 else None)
+    if len(versions) > 1:
+        problems.append(f"wheels of different versions: {sorted(versions)}")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("dist", type=Path)
-    parser.add_argument("--max-glibc", default="2.28", help="highest glibc allowed (2.28)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument("paths", type=Path, nargs="+", help="wheels, sdists or directories")
+    family = parser.add_mutually_exclusive_group()
+    family.add_argument("--max-glibc", default="2.28", help="manylinux: highest glibc (2.28)")
+    family.add_argument("--musllinux", metavar="X.Y", help="musllinux wheels: highest musl")
+    parser.add_argument("--require-sdist", action="store_true", help="exactly 1 wheel + 1 sdist")
     args = parser.parse_args(argv)
-    max_glibc = _version(args.max_glibc)
-    problems = check_dist(args.dist, max_glibc)
+    if args.musllinux:
+        policy = Policy("musllinux", _version(args.musllinux))
+    else:
+        policy = Policy("manylinux", _version(args.max_glibc))
+    problems = check_paths(args.paths, policy, require_sdist=args.require_sdist)
     for p in problems:
         print(f"ERROR: {p}", file=sys.stderr)
     if not problems:
-        print(f"OK: manylinux (glibc <= {args.max_glibc}) abi3 wheel and sdist in {args.dist}")
+        print(f"OK: {policy} abi3 wheels and sdists: {' '.join(map(str, args.paths))}")
     return 1 if problems else 0
 
 

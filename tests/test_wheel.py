@@ -22,7 +22,14 @@ from pathlib import Path
 
 import pytest
 from packaging.tags import Tag
-from tests.check_wheel import check_elf, check_tags, check_versioned_symbols
+from tests.check_wheel import (
+    MANYLINUX_2_28,
+    Policy,
+    check_elf,
+    check_tags,
+    check_versioned_symbols,
+    check_wheel,
+)
 from tests.conftest import skip_or_fail
 from tests.isolated import bare_venv, decoy_path, run_job, unactivated_env
 
@@ -49,29 +56,44 @@ def _wheel() -> Path:
 
 
 def test_tags_must_be_cp311_abi3_manylinux_2_28_or_older() -> None:
-    assert check_tags({Tag("cp311", "abi3", "manylinux_2_28_x86_64")}, (2, 28)) == []
-    assert check_tags({Tag("cp311", "abi3", "manylinux_2_17_aarch64")}, (2, 28)) == []
-    assert check_tags({Tag("cp311", "abi3", "manylinux_2_34_x86_64")}, (2, 28))
-    assert check_tags({Tag("cp311", "cp311", "manylinux_2_28_x86_64")}, (2, 28))
-    assert check_tags({Tag("cp311", "abi3", "linux_x86_64")}, (2, 28))
-    assert check_tags(set(), (2, 28))
+    assert check_tags({Tag("cp311", "abi3", "manylinux_2_28_x86_64")}) == []
+    assert check_tags({Tag("cp311", "abi3", "manylinux_2_17_aarch64")}) == []
+    assert check_tags({Tag("cp311", "abi3", "manylinux_2_34_x86_64")})
+    assert check_tags({Tag("cp311", "cp311", "manylinux_2_28_x86_64")})
+    assert check_tags({Tag("cp311", "abi3", "linux_x86_64")})
+    assert check_tags({Tag("cp311", "abi3", "musllinux_1_2_x86_64")})
+    assert check_tags(set())
+    musl = Policy("musllinux", (1, 2))
+    assert check_tags({Tag("cp311", "abi3", "musllinux_1_2_aarch64")}, musl) == []
+    assert check_tags({Tag("cp311", "abi3", "manylinux_2_28_x86_64")}, musl)
 
 
 def test_glibc_symbol_versions_above_the_limit_fail() -> None:
     ok = {"libc.so.6": {"GLIBC_2.2.5", "GLIBC_2.28"}, "libgcc_s.so.1": {"GCC_4.2.0"}}
-    assert check_versioned_symbols(ok, (2, 28), "x") == []
+    assert check_versioned_symbols(ok, MANYLINUX_2_28, "x") == []
     bad = {"libc.so.6": {"GLIBC_2.17", "GLIBC_2.34"}}
-    [problem] = check_versioned_symbols(bad, (2, 28), "x")
+    [problem] = check_versioned_symbols(bad, MANYLINUX_2_28, "x")
     assert "GLIBC_2.34" in problem
+    # A musllinux wheel must not need glibc at all.
+    assert check_versioned_symbols(ok, Policy("musllinux", (1, 2)), "x")
 
 
 def test_elf_reader_sees_the_native_modules_libraries_and_versions() -> None:
-    # The development build (this machine's glibc): every x86_64/aarch64 glibc symbol
-    # version is above 2.0, so a 2.0 limit must flag it.
+    # The development build (this machine's glibc): every glibc symbol version is above 2.0,
+    # so a 2.0 limit must flag it; its libraries are all manylinux ones.
     so = Path(rocketstore._native.__file__ or "")
-    problems = check_elf(so.read_bytes(), so.name, (2, 0))
+    problems = check_elf(so.read_bytes(), so.name, Policy("manylinux", (2, 0)))
     assert any("libc.so.6 symbol version GLIBC_2." in p for p in problems), problems
-    assert not any("not a library every manylinux system has" in p for p in problems)
+    assert not any("does not guarantee" in p for p in problems), problems
+    musl = check_elf(so.read_bytes(), so.name, Policy("musllinux", (1, 2)))
+    assert any("needs libc.so.6, which musllinux_1_2 does not guarantee" in p for p in musl)
+
+
+def test_the_built_wheel_passes_the_checker() -> None:
+    wheel = _wheel()
+    problems, version = check_wheel(wheel, MANYLINUX_2_28)
+    assert problems == []
+    assert version == rocketstore.__version__
 
 
 # --------------------------------------------------------------------------------------
