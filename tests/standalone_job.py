@@ -1,4 +1,4 @@
-"""A user's script, run as ``<venv>/bin/python standalone_job.py WORKDIR`` by the tests.
+"""A user's script, run as ``<venv>/bin/python standalone_job.py [--no-spark] WORKDIR``.
 
 It uses only the installed package's public API, the way a cron job or an IDE runs a script:
 the interpreter is started by path, the virtualenv is not activated (its ``bin`` is not on
@@ -6,12 +6,14 @@ the interpreter is started by path, the virtualenv is not activated (its ``bin``
 SparkSession, so that Spark's Python workers run this interpreter too.
 
 Steps: a put, an Arrow read and a key lookup on one store, then a Spark write of three rows
-into ``WORKDIR/spark-stores`` and a Spark read back. Prints one JSON line with what it saw
-(tests/test_wheel.py and tests/test_spark_interpreter.py check it); any failure raises.
+into ``WORKDIR/spark-stores`` and a Spark read back (skipped with ``--no-spark``). Prints one
+JSON line with what it saw (tests/test_wheel.py, tests/test_spark_interpreter.py and the
+release workflow check it); a wrong result fails an assertion (exit status 1).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -19,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import rocketstore
-import rocketstore.spark  # before the SparkSession: sets PYSPARK_PYTHON when unset
 
 SMALL: dict[str, Any] = {
     "mapped_file_size_commit_log": 1 << 20,
@@ -39,11 +40,14 @@ def store_steps(work: Path) -> dict[str, object]:
     with rocketstore.MessageStore(path, read_only=True, **SMALL) as store:
         batch, _next_offset = store.read_arrow()
         found = store.query_message("OrderTopic", "order-1")
-    return {
+    report = {
         "arrow_rows": batch.num_rows,
         "arrow_bodies": [bytes(b or b"").decode() for b in batch.column("body").to_pylist()],
         "lookup": [bytes(m.body or b"").decode() for m in found],
     }
+    assert report["arrow_bodies"] == ["hello wheel"], report
+    assert report["lookup"] == ["hello wheel"], report
+    return report
 
 
 def spark_steps(work: Path) -> dict[str, object]:
@@ -68,25 +72,32 @@ def spark_steps(work: Path) -> dict[str, object]:
         df = spark.createDataFrame(rows, "topic string, body binary, keys array<string>")
         df.write.format("rocketstore").mode("append").save(root)
         back = spark.read.format("rocketstore").load(root).select("topic", "body").collect()
+        bodies = sorted(bytes(r["body"]).decode() for r in back)
+        assert bodies == ["spark-0", "spark-1", "spark-2"], bodies
         return {
+            "pyspark_python_env": os.environ.get("PYSPARK_PYTHON"),
             "worker_python": spark.sparkContext.pythonExec,
-            "spark_bodies": sorted(bytes(r["body"]).decode() for r in back),
+            "spark_bodies": bodies,
         }
     finally:
         spark.stop()
 
 
 def main() -> None:
-    work = Path(sys.argv[1]).resolve()
+    args = sys.argv[1:]
+    with_spark = "--no-spark" not in args
+    work = Path(next(a for a in args if not a.startswith("--"))).resolve()
     report: dict[str, object] = {
         "executable": sys.executable,
         "rocketstore_file": rocketstore.__file__,
         "version": rocketstore.__version__,
         "sys_path": sys.path,
-        "pyspark_python_env": os.environ.get("PYSPARK_PYTHON"),
     }
     report.update(store_steps(work))
-    report.update(spark_steps(work))
+    if with_spark:
+        # Before the SparkSession: sets PYSPARK_PYTHON to this interpreter when unset.
+        importlib.import_module("rocketstore.spark")
+        report.update(spark_steps(work))
     print(json.dumps(report))
 
 
