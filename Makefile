@@ -89,7 +89,7 @@ $(NATIVE_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
 	$(CARGO) fetch $(LOCKED)
 	$(call say,Building the Rust extension rocketstore._native (release) and installing the package into $(VENV)/ (editable: python/ is used in place))
 	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV_BIN)):$$PATH" \
-		$(VENV_BIN)/maturin develop --release
+		$(VENV_BIN)/maturin develop --release --locked
 	@touch $@
 
 build: $(NATIVE_STAMP) ## Create .venv and build + install the extension (then use .venv/bin/python)
@@ -110,7 +110,7 @@ $(WHEEL_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) $(PY_INPUTS) pyproject.toml README.
 	$(call say,Building the release wheel into $(DIST)/: $(WHEEL_COMPAT) abi3 linked by zig (cargo --locked))
 	rm -rf "$(DIST)"
 	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV_BIN)):$$PATH" \
-		$(VENV_BIN)/maturin build --release --strip --zig --compatibility $(WHEEL_COMPAT) \
+		$(VENV_BIN)/maturin build --release --locked --strip --zig --compatibility $(WHEEL_COMPAT) \
 		--interpreter $(PY) --out $(DIST)
 	$(call say,Building the sdist into $(DIST)/)
 	$(VENV_BIN)/maturin sdist --out $(DIST)
