@@ -68,15 +68,6 @@ def damaged(pristine: Path, tmp_path: Path) -> Path:
 # --------------------------------------------------------------------------------------
 
 
-def test_java_string_hash_matches_the_spec_vectors() -> None:
-    from rocketstore.spark.jobs import java_string_hash
-
-    assert java_string_hash("TagA") == 2598919  # spec §16.4
-    assert java_string_hash("TopicTest#OrderID001") == -1231272886  # spec §16.14
-    assert java_string_hash("") == 0
-    assert java_string_hash("é😀") == 0xE9 * 31 * 31 + 0xD83D * 31 + 0xDE00  # UTF-16 units
-
-
 def test_verify_store_runs_without_spark(tmp_path: Path) -> None:
     from rocketstore.cli import demo_table
     from rocketstore.spark.jobs import verify_store

@@ -28,6 +28,8 @@ Main names:
 * :func:`config_fields`: every configuration keyword with its default and range.
 * :func:`rebuild_indexes`: offline repair, rewrites consume queues and index files of a
   closed store from its commit log.
+* :func:`verify_store`: every check of one closed store (CRC, framing, consume queues, gaps,
+  index, manifest entry) in one native call, returning a :class:`StoreReport`.
 * :mod:`rocketstore.exceptions`: the exception tree (root :class:`MessageStoreError`).
 
 The command line tool ``rocketstore`` (``rocketstore --help``) runs a demo and inspects stores.
@@ -44,9 +46,12 @@ from rocketstore._native import (
     Message,
     PutResult,
     ScanIterator,
+    StoreCheck,
+    StoreReport,
     __version__,
     config_fields,
     rebuild_indexes,
+    verify_store,
 )
 from rocketstore._store import GetMessageStatus, MessageStore
 from rocketstore.exceptions import (
@@ -85,17 +90,20 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PutResult",
     "ScanIterator",
+    "StoreCheck",
     "StoreClosedError",
     "StoreForkedError",
     "StoreIOError",
     "StoreLockedError",
     "StorePoisonedError",
     "StoreReadOnlyError",
+    "StoreReport",
     "UnsupportedFormatError",
     "__version__",
     "config_fields",
     "exceptions",
     "rebuild_indexes",
+    "verify_store",
 ]
 
 

@@ -489,3 +489,77 @@ def rebuild_indexes(path: str | os.PathLike[str], **config: _ConfigValue) -> dic
         report = rocketstore.rebuild_indexes("/data/store")
         print(report["records"], "records re-dispatched")
     """
+
+@final
+class StoreCheck:
+    """The outcome of one check of :func:`verify_store` on one store."""
+
+    @property
+    def name(self) -> str:
+        """``crc``, ``framing``, ``consume_queue``, ``gap_free``, ``index`` or ``manifest``."""
+    @property
+    def ran(self) -> bool: ...
+    @property
+    def checked(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def examples(self) -> list[str]: ...
+    @property
+    def notes(self) -> list[str]: ...
+    @property
+    def passed(self) -> bool: ...
+
+@final
+class StoreReport:
+    """What :func:`verify_store` found in one store."""
+
+    @property
+    def checks(self) -> list[StoreCheck]: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def messages(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def files(self) -> int: ...
+    @property
+    def min_offset(self) -> int: ...
+    @property
+    def max_offset(self) -> int: ...
+    @property
+    def body_digest(self) -> int: ...
+    @property
+    def queues(self) -> list[tuple[str, int, int, int, int]]:
+        """``(topic, queue_id, messages, min_offset, max_offset)`` per queue."""
+
+def verify_store(
+    path: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    manifest_entry: Mapping[str, Any] | None = None,
+    sample_keys: int | None = None,
+    **config: _ConfigValue,
+) -> StoreReport:
+    """Verifies one store, opened read-only, in one native call (CRC, framing, consume queue
+    against records, gap-free queues, every key through the index, the manifest entry).
+
+    Example::
+
+        report = rocketstore.verify_store("/data/stores/store-00000")
+        assert report.ok, [c.examples for c in report.checks if not c.passed]
+    """
+
+def body_digest(bodies: Any) -> int:
+    """The ``_SUCCESS`` manifest's body digest of an Arrow binary or string array."""
+
+def body_sha256(bodies: Any) -> Any:
+    """The SHA-256 of each value of an Arrow binary or string array, as a hex string array."""
+
+def prepare_batch(
+    batch: Any, queue_selector: str, queue_nums: int, counter: int
+) -> tuple[Any | None, int, int]:
+    """Queue ids for the rows of a batch without one, the body digest, the next counter."""

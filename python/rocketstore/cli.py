@@ -882,6 +882,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "examples:\n"
             "  rocketstore verify ./demo-store\n"
+            "  rocketstore verify --no-spark ./demo-store\n"
             "  rocketstore verify /data/stores --expected orders.parquet --report verify.json"
         ),
         formatter_class=_HelpFormatter,
@@ -905,6 +906,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         metavar="N",
         help="look up only N evenly spread keyed messages per store (default: every key)",
+    )
+    verify.add_argument(
+        "--no-spark",
+        action="store_true",
+        help="run the per-store checks in this process (one thread per store), without Spark "
+        "(no --expected)",
     )
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument(

@@ -13,6 +13,7 @@
 //! - `arrow_read`: the Arrow reads (messages, consume queue units, index entries as columns).
 //! - `read`: `GetResult` and the statistics dict of the read path.
 //! - `config`: `**config` keywords and the configuration field table.
+//! - `spark`: the Spark data source's column kernels and `verify_store`.
 
 mod arrow;
 mod arrow_read;
@@ -20,6 +21,7 @@ mod config;
 mod convert;
 mod error;
 mod read;
+mod spark;
 mod store;
 
 use pyo3::prelude::*;
@@ -36,5 +38,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::ConfigField>()?;
     m.add_function(wrap_pyfunction!(config::config_fields, m)?)?;
     m.add_function(wrap_pyfunction!(store::rebuild_indexes, m)?)?;
+    spark::register(m)?;
     Ok(())
 }

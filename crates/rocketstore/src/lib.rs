@@ -18,6 +18,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bulk;
 mod checkpoint;
 mod commitlog;
 pub mod config;
@@ -42,6 +43,7 @@ mod store;
 mod tail_index;
 mod util;
 mod validate;
+pub mod verify;
 
 pub use rocketstore_format as format;
 
@@ -60,3 +62,4 @@ pub use service::reput::UndispatchableTopic;
 pub use service::Wake;
 pub use stats::StoreStats;
 pub use store::{Cursors, IndexFileEntries, RecoveryReport, Scanner, Store};
+pub use verify::{verify_store, StoreReport, VerifyOptions};

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from rocketstore.spark._report import VerifyReport
+
 __all__ = ["SparkProgress", "cmd_demo", "cmd_ingest", "cmd_verify", "read_input", "session"]
 
 _LOG4J = "rootLogger.level = error\nrootLogger.appenderRef.stdout.ref = console\n" + (
@@ -389,8 +391,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``rocketstore verify``: every check; exit status 1 if one fails."""
-    from rocketstore.spark.jobs import verify
+    from rocketstore.spark.verify import verify, verify_local
 
+    if getattr(args, "no_spark", False):
+        if args.expected:
+            raise SystemExit("rocketstore verify: --expected needs Spark (drop --no-spark)")
+        report = verify_local(
+            args.root,
+            sample_keys=args.sample_keys,
+            report_path=args.report,
+            **_store_config(args.option),
+        )
+        return _print_verify(args, report)
     with session(args.master, "rocketstore-verify", conf=args.conf) as spark:
         expected = None
         if args.expected:
@@ -404,6 +416,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 report_path=args.report,
                 **_store_config(args.option),
             )
+    return _print_verify(args, report)
+
+
+def _print_verify(args: argparse.Namespace, report: VerifyReport) -> int:
     if args.json:
         print(report.to_json())
     else:

@@ -53,13 +53,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import re
 import shutil
 import uuid
-import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -108,9 +106,10 @@ _ACCEPTED_STATUSES = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT"})
 def body_digest(bodies: pa.Array[Any] | pa.ChunkedArray[Any]) -> int:
     """The manifest's ``body_digest`` of ``bodies`` (binary or string values), as an int.
 
+    Computed natively over the Arrow buffers (``rocketstore._native.body_digest``).
+
     Example::
 
-        import hashlib
 
         import pyarrow as pa
 
@@ -118,23 +117,12 @@ def body_digest(bodies: pa.Array[Any] | pa.ChunkedArray[Any]) -> int:
         assert d == sum(int(hashlib.sha256(b).hexdigest()[:15], 16) for b in (b"a", b"b"))
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from rocketstore._native import body_digest as native_digest
 
     if isinstance(bodies, pa.ChunkedArray):
-        bodies = bodies.combine_chunks()
-    array = pc.cast(bodies, pa.large_binary())
-    n = len(array)
-    if n == 0:
-        return 0
-    _, offsets_buf, data_buf = array.buffers()
-    assert offsets_buf is not None
-    offsets = memoryview(offsets_buf).cast("q")[array.offset : array.offset + n + 1]
-    data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
-    sha256 = hashlib.sha256
-    total = 0
-    for i in range(n):
-        total += int.from_bytes(sha256(data[offsets[i] : offsets[i + 1]]).digest()[:8]) >> 4
-    return total
+        return sum(native_digest(chunk) for chunk in bodies.chunks)
+    return native_digest(bodies)
 
 
 @dataclass
@@ -146,7 +134,7 @@ class _StoreStats:
     queues: dict[str, dict[str, int]] = field(default_factory=dict)
     body_digest: int = 0
 
-    def add_batch(self, table: pa.Table, results: pa.RecordBatch) -> None:
+    def add_batch(self, results: pa.RecordBatch, digest: int) -> None:
         import pyarrow.compute as pc
 
         n = results.num_rows
@@ -156,7 +144,7 @@ class _StoreStats:
         self.bytes += int(pc.sum(results.column("wrote_bytes")).as_py() or 0)
         if self.min_offset is None:
             self.min_offset = int(results.column("commitlog_offset")[0].as_py())
-        self.body_digest += body_digest(table.column("body"))
+        self.body_digest += digest
 
     def finish(self, store: MessageStore) -> None:
         """Takes the end offset and the per-queue counts from the (fresh) store."""
@@ -284,56 +272,25 @@ def _queue_selector(value: str | None) -> str:
     raise err
 
 
-def _joined_keys(keys: pa.ChunkedArray[Any]) -> pa.LargeBinaryArray:
-    """The keys of each row as one large_binary value: list elements joined by a space."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _prepare(
+    batch: pa.RecordBatch, selector: str, queue_nums: int, counter: int
+) -> tuple[pa.RecordBatch, int, int]:
+    """Fills a missing or null ``queue_id`` with the selector's choice and digests the bodies.
 
-    array: Any = keys.combine_chunks()
-    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
-        array = pc.binary_join(
-            pc.cast(array, pa.large_list(pa.large_string())), pa.scalar(" ", pa.large_string())
-        )
-    joined: pa.LargeBinaryArray = pc.cast(array, pa.large_binary())
-    return joined
+    One native call over the batch's buffers (``rocketstore._native.prepare_batch``): no
+    per-row Python. Returns ``(batch, body digest, next round robin counter)``.
+    """
+    from rocketstore._native import prepare_batch
 
-
-def _assign_queues(
-    table: pa.Table, selector: str, queue_nums: int, counter: int
-) -> tuple[pa.Table, int]:
-    """Fills a missing or null ``queue_id`` with the selector's choice; returns the counter."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = table.num_rows
-    names = table.schema.names
-    given = table.column("queue_id") if "queue_id" in names else None
-    if given is not None and given.null_count == 0:
-        return table, counter
-    robin = (np.arange(counter, counter + n, dtype=np.int64) % queue_nums).astype(np.int32)
-    counter += n
-    chosen = robin
-    if selector == "hash" and "keys" in names:
-        chosen = robin.copy()
-        joined = _joined_keys(table.column("keys"))
-        _, offsets_buf, data_buf = joined.buffers()
-        if offsets_buf is not None and data_buf is not None:
-            offsets = np.frombuffer(
-                memoryview(offsets_buf), dtype=np.int64, count=n + 1, offset=joined.offset * 8
-            )
-            keyed = np.diff(offsets) > 0
-            if joined.null_count:
-                keyed &= np.asarray(pc.is_valid(joined).to_numpy(zero_copy_only=False))
-            data = memoryview(data_buf)
-            crc32 = zlib.crc32
-            for i in np.flatnonzero(keyed).tolist():
-                chosen[i] = crc32(data[offsets[i] : offsets[i + 1]]) % queue_nums
-    chosen_array = pa.array(chosen, pa.int32())
-    if given is None:
-        return table.append_column("queue_id", chosen_array), counter
-    filled: Any = pc.coalesce(pc.cast(given, pa.int32()), chosen_array)
-    return table.set_column(names.index("queue_id"), "queue_id", filled), counter
+    queues, digest, counter = prepare_batch(batch, selector, queue_nums, counter)
+    if queues is None:
+        return batch, digest, counter
+    names = batch.schema.names
+    if "queue_id" in names:
+        batch = batch.set_column(names.index("queue_id"), "queue_id", queues)
+    else:
+        batch = batch.append_column("queue_id", queues)
+    return batch, digest, counter
 
 
 # --------------------------------------------------------------------------------------
@@ -431,8 +388,6 @@ class RocketStoreWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:  # type: ignore[override]
         """Writes this task's batches into a fresh store (executor side)."""
-        import pyarrow as pa
-
         partition, task_attempt, attempt_number = _task_identity()
         path = self.attempt_dir(partition, task_attempt)
         stats = _StoreStats()
@@ -443,9 +398,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
             for batch in iterator:
                 if batch.num_rows == 0:
                     continue
-                table, counter = _assign_queues(
-                    pa.Table.from_batches([batch]), self.selector, self.queue_nums, counter
-                )
+                table, digest, counter = _prepare(batch, self.selector, self.queue_nums, counter)
                 if store is None:
                     store = self._open(path)
                 try:
@@ -467,7 +420,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
                         f"rocketstore writer: put_batch returned {bad} for rows {row}.. of "
                         f"Spark partition {partition}; nothing of this task is published"
                     )
-                stats.add_batch(table, results)
+                stats.add_batch(results, digest)
                 row += table.num_rows
             if store is None:
                 return StoreCommitMessage(partition, task_attempt, attempt_number, None, {})
@@ -492,14 +445,24 @@ class RocketStoreWriter(DataSourceArrowWriter):
         with contextlib.suppress(OSError):  # only if no other job is running
             (Path(self.root) / TEMPORARY).rmdir()
 
-    def _existing_manifest(self) -> list[dict[str, Any]]:
+    def _read_manifest(self) -> dict[str, Any]:
+        """The current manifest as a dict (empty if there is none or it is not ours)."""
         path = Path(self.root) / MANIFEST
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
-            return []
+            return {}
         if not isinstance(data, dict) or data.get("format") != "rocketstore-spark":
-            return []
+            return {}
+        return data
+
+    def _existing_streams(self) -> dict[str, Any]:
+        """``streams`` of the current manifest: stream id -> its last committed micro-batch."""
+        streams = self._read_manifest().get("streams")
+        return dict(streams) if isinstance(streams, dict) else {}
+
+    def _existing_manifest(self) -> list[dict[str, Any]]:
+        data = self._read_manifest()
         stores = data.get("stores")
         if not isinstance(stores, list):
             return []
@@ -531,9 +494,16 @@ class RocketStoreWriter(DataSourceArrowWriter):
                     return dest, index + 1
             index += 1
 
-    def _write_manifest(self, stores: list[dict[str, Any]]) -> None:
+    def _write_manifest(
+        self, stores: list[dict[str, Any]], streams: dict[str, Any] | None = None
+    ) -> None:
+        """Replaces the manifest atomically (write, fsync, rename, fsync the directory).
+
+        ``streams`` (stream id -> last committed micro-batch, see the stream writer) is
+        written when not empty.
+        """
         root = Path(self.root)
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": "rocketstore-spark",
             "version": 1,
             "job_id": self.job_id,
@@ -547,6 +517,8 @@ class RocketStoreWriter(DataSourceArrowWriter):
             },
             "stores": stores,
         }
+        if streams:
+            manifest["streams"] = dict(sorted(streams.items()))
         tmp = root / f".{MANIFEST}.{self.job_id}.tmp"
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=1)
@@ -585,8 +557,10 @@ class RocketStoreWriter(DataSourceArrowWriter):
                     manifest_backup = aside / MANIFEST
                     os.rename(root / MANIFEST, manifest_backup)
                 kept: list[dict[str, Any]] = []
+                streams: dict[str, Any] = {}
             else:
                 kept = self._existing_manifest()
+                streams = self._existing_streams()
             index = self._next_index()
             entries: list[dict[str, Any]] = []
             for m in sorted(ours, key=lambda m: m.partition):
@@ -604,7 +578,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
                 }
                 entries.append(entry)
             _fsync_dir(root)
-            self._write_manifest(kept + entries)
+            self._write_manifest(kept + entries, streams)
         except BaseException:
             for src, dest in reversed(published):
                 try:

@@ -266,6 +266,14 @@ impl Store {
         Ok(next)
     }
 
+    /// Commit log offsets the index holds for `key` of `topic` (hash matches, at most `max`,
+    /// newest first), without reading the records; `None` when the index is disabled.
+    pub(crate) fn index_offsets(&self, topic: &str, key: &str, max: usize) -> Option<Vec<i64>> {
+        self.index
+            .as_ref()
+            .map(|i| i.query(topic, key, max, 0, i64::MAX).phy_offsets)
+    }
+
     /// Every published entry of every index file, oldest file first (diagnostics). Empty when
     /// the index is disabled.
     pub fn index_entries(&self) -> Vec<IndexFileEntries> {

@@ -1,0 +1,431 @@
+//! The column kernels of the Spark data source and whole-store verification, over Arrow's
+//! PyCapsule interface (`pyo3-arrow`): `prepare_batch` and `body_digest` read a batch's columns
+//! where they lie (no copy, interpreter released) and call `rocketstore::bulk`; `verify_store`
+//! runs `rocketstore::verify_store` and converts its report.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::{Array, Int32Array, RecordBatch};
+use arrow_schema::DataType;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3_arrow::{PyArray, PyRecordBatch};
+use rocketstore::bulk::{self, QueueChooser, QueueSelector};
+use rocketstore::verify::{Check, ManifestEntry, StoreReport};
+use rocketstore::VerifyOptions;
+
+use crate::config::config_from_kwargs;
+
+/// Random access to the values of a binary or string column of any Arrow layout.
+enum Bytes<'a> {
+    Bin(&'a arrow_array::BinaryArray),
+    LargeBin(&'a arrow_array::LargeBinaryArray),
+    BinView(&'a arrow_array::BinaryViewArray),
+    Str(&'a arrow_array::StringArray),
+    LargeStr(&'a arrow_array::LargeStringArray),
+    StrView(&'a arrow_array::StringViewArray),
+}
+
+impl<'a> Bytes<'a> {
+    fn of(a: &'a dyn Array, column: &str) -> PyResult<Self> {
+        Ok(match a.data_type() {
+            DataType::Binary => Bytes::Bin(a.as_binary()),
+            DataType::LargeBinary => Bytes::LargeBin(a.as_binary()),
+            DataType::BinaryView => Bytes::BinView(a.as_binary_view()),
+            DataType::Utf8 => Bytes::Str(a.as_string()),
+            DataType::LargeUtf8 => Bytes::LargeStr(a.as_string()),
+            DataType::Utf8View => Bytes::StrView(a.as_string_view()),
+            other => {
+                return Err(PyTypeError::new_err(format!(
+                    "column {column:?} has Arrow type {other}, expected binary or string"
+                )))
+            }
+        })
+    }
+
+    fn get(&self, i: usize) -> Option<&'a [u8]> {
+        macro_rules! at {
+            ($a:expr, $v:expr) => {
+                if $a.is_null(i) {
+                    None
+                } else {
+                    Some($v)
+                }
+            };
+        }
+        match self {
+            Bytes::Bin(a) => at!(a, a.value(i)),
+            Bytes::LargeBin(a) => at!(a, a.value(i)),
+            Bytes::BinView(a) => at!(a, a.value(i)),
+            Bytes::Str(a) => at!(a, a.value(i).as_bytes()),
+            Bytes::LargeStr(a) => at!(a, a.value(i).as_bytes()),
+            Bytes::StrView(a) => at!(a, a.value(i).as_bytes()),
+        }
+    }
+}
+
+/// The keys column: one string per row, or a list of strings per row.
+enum Keys<'a> {
+    Joined(Bytes<'a>),
+    List(&'a [i32], Bytes<'a>, &'a dyn Array),
+    LargeList(&'a [i64], Bytes<'a>, &'a dyn Array),
+}
+
+impl<'a> Keys<'a> {
+    fn of(a: &'a dyn Array) -> PyResult<Self> {
+        Ok(match a.data_type() {
+            DataType::List(_) => {
+                let l = a.as_list::<i32>();
+                Keys::List(
+                    l.value_offsets(),
+                    Bytes::of(l.values().as_ref(), "keys")?,
+                    a,
+                )
+            }
+            DataType::LargeList(_) => {
+                let l = a.as_list::<i64>();
+                Keys::LargeList(
+                    l.value_offsets(),
+                    Bytes::of(l.values().as_ref(), "keys")?,
+                    a,
+                )
+            }
+            _ => Keys::Joined(Bytes::of(a, "keys")?),
+        })
+    }
+
+    /// The parts of row `i` (nothing for a null row or element).
+    fn parts(&self, i: usize) -> Box<dyn Iterator<Item = &'a [u8]> + '_> {
+        match self {
+            Keys::Joined(b) => Box::new(b.get(i).into_iter()),
+            Keys::List(offs, values, a) if !a.is_null(i) => {
+                let (lo, hi) = (offs[i] as usize, offs[i + 1] as usize);
+                Box::new((lo..hi).filter_map(move |j| values.get(j)))
+            }
+            Keys::LargeList(offs, values, a) if !a.is_null(i) => {
+                let (lo, hi) = (offs[i] as usize, offs[i + 1] as usize);
+                Box::new((lo..hi).filter_map(move |j| values.get(j)))
+            }
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+}
+
+/// The given queue ids (`None` where null), from any integer column.
+fn given_queues(a: &dyn Array) -> PyResult<Vec<Option<i32>>> {
+    fn conv<T: TryInto<i32>>(v: Option<T>) -> Option<i32> {
+        v.and_then(|x| x.try_into().ok())
+    }
+    Ok(match a.data_type() {
+        DataType::Int8 => a.as_primitive::<Int8Type>().iter().map(conv).collect(),
+        DataType::Int16 => a.as_primitive::<Int16Type>().iter().map(conv).collect(),
+        DataType::Int32 => a.as_primitive::<Int32Type>().iter().collect(),
+        DataType::Int64 => a
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|v| v.map(|x| i32::try_from(x).unwrap_or(i32::MAX)))
+            .collect(),
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "column \"queue_id\" has Arrow type {other}, expected an integer type"
+            )))
+        }
+    })
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a dyn Array> {
+    batch.column_by_name(name).map(|c| c.as_ref())
+}
+
+/// The body digest of the `_SUCCESS` manifest over a binary or string column (see the Spark
+/// writer): the sum over the values of the first 60 bits of their SHA-256.
+///
+/// Example:
+///
+/// ```python
+/// import pyarrow as pa
+/// from rocketstore._native import body_digest
+/// body_digest(pa.array([b"a"]))  # == int(hashlib.sha256(b"a").hexdigest()[:15], 16)
+/// ```
+#[pyfunction]
+pub(crate) fn body_digest(py: Python<'_>, bodies: PyArray) -> PyResult<u128> {
+    let (array, _) = bodies.into_inner();
+    let values = Bytes::of(array.as_ref(), "body")?;
+    let n = array.len();
+    Ok(py.detach(|| bulk::body_digest((0..n).map(|i| values.get(i)))))
+}
+
+/// The SHA-256 of each value of a binary or string column as 64 lowercase hex digits (Spark
+/// SQL's `sha2(body, 256)`), as a pyarrow string array; null stays null.
+#[pyfunction]
+pub(crate) fn body_sha256<'py>(py: Python<'py>, bodies: PyArray) -> PyResult<Bound<'py, PyAny>> {
+    let (array, _) = bodies.into_inner();
+    let values = Bytes::of(array.as_ref(), "body")?;
+    let n = array.len();
+    let hex = py.detach(|| {
+        let mut b = arrow_array::builder::StringBuilder::with_capacity(n, n * 64);
+        for i in 0..n {
+            match values.get(i) {
+                Some(v) => {
+                    b.append_value(std::str::from_utf8(&bulk::sha256_hex(v)).unwrap_or_default())
+                }
+                None => b.append_null(),
+            }
+        }
+        b.finish()
+    });
+    let array = PyArray::from_array_ref(Arc::new(hex));
+    py.import("pyarrow")?
+        .getattr("array")?
+        .call1((array.into_pyobject(py)?,))
+}
+
+/// Prepares one Arrow batch of the Spark writer: the queue of each row without one (by
+/// `queue_selector`, `"hash"` of the keys or `"round_robin"`, over `queue_nums` queues, the
+/// round robin from `counter`) and the body digest of the batch.
+///
+/// Returns `(queue_ids, digest, counter)`: `queue_ids` is a pyarrow int32 array for the
+/// `queue_id` column (`None` when the batch has one without nulls), `counter` the round robin
+/// counter for the next batch.
+#[pyfunction]
+#[pyo3(signature = (batch, queue_selector, queue_nums, counter))]
+pub(crate) fn prepare_batch<'py>(
+    py: Python<'py>,
+    batch: PyRecordBatch,
+    queue_selector: &str,
+    queue_nums: u32,
+    counter: u64,
+) -> PyResult<(Option<Bound<'py, PyAny>>, u128, u64)> {
+    let selector = match queue_selector {
+        "hash" => QueueSelector::Hash,
+        "round_robin" => QueueSelector::RoundRobin,
+        other => {
+            return Err(crate::error::invalid_config(
+                py,
+                "queueSelector",
+                format!("must be 'hash' or 'round_robin', not {other:?}"),
+                vec!["hash".into(), "round_robin".into()],
+            ))
+        }
+    };
+    let batch = batch.into_inner();
+    let n = batch.num_rows();
+    let body = column(&batch, "body")
+        .ok_or_else(|| PyTypeError::new_err("the batch has no \"body\" column"))?;
+    let bodies = Bytes::of(body, "body")?;
+    let given = column(&batch, "queue_id").map(given_queues).transpose()?;
+    let keys = column(&batch, "keys").map(Keys::of).transpose()?;
+    let all_given = given
+        .as_ref()
+        .is_some_and(|g| g.iter().all(Option::is_some));
+    let (queues, digest, counter) = py.detach(|| {
+        let digest = bulk::body_digest((0..n).map(|i| bodies.get(i)));
+        if all_given {
+            return (None, digest, counter);
+        }
+        let mut chooser = QueueChooser::new(selector, queue_nums, counter);
+        let queues: Vec<i32> = (0..n)
+            .map(|i| {
+                let g = given.as_ref().and_then(|g| g[i]);
+                match &keys {
+                    Some(k) => chooser.choose(g, Some(&mut k.parts(i))),
+                    None => chooser.choose(g, None),
+                }
+            })
+            .collect();
+        (Some(queues), digest, chooser.counter())
+    });
+    let queues = queues
+        .map(|q| -> PyResult<Bound<'py, PyAny>> {
+            let array = PyArray::from_array_ref(Arc::new(Int32Array::from(q)));
+            py.import("pyarrow")?
+                .getattr("array")?
+                .call1((array.into_pyobject(py)?,))
+        })
+        .transpose()?;
+    Ok((queues, digest, counter))
+}
+
+/// The outcome of one check of [`verify_store`] on one store.
+#[pyclass(module = "rocketstore._native", name = "StoreCheck", frozen, get_all)]
+#[derive(Debug, Clone)]
+pub(crate) struct PyCheck {
+    name: String,
+    ran: bool,
+    checked: u64,
+    failed: u64,
+    skipped: u64,
+    examples: Vec<String>,
+    notes: Vec<String>,
+}
+
+#[pymethods]
+impl PyCheck {
+    /// True if nothing failed.
+    #[getter]
+    fn passed(&self) -> bool {
+        self.failed == 0
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "StoreCheck(name={:?}, ran={}, checked={}, failed={}, skipped={})",
+            self.name,
+            if self.ran { "True" } else { "False" },
+            self.checked,
+            self.failed,
+            self.skipped
+        )
+    }
+}
+
+impl From<&Check> for PyCheck {
+    fn from(c: &Check) -> Self {
+        Self {
+            name: c.name.to_owned(),
+            ran: c.ran,
+            checked: c.checked,
+            failed: c.failed,
+            skipped: c.skipped,
+            examples: c.examples.clone(),
+            notes: c.notes.clone(),
+        }
+    }
+}
+
+/// The report of [`verify_store`] on one store.
+#[pyclass(module = "rocketstore._native", name = "StoreReport", frozen, get_all)]
+#[derive(Debug, Clone)]
+pub(crate) struct PyStoreReport {
+    checks: Vec<PyCheck>,
+    messages: u64,
+    bytes: u64,
+    files: u64,
+    min_offset: u64,
+    max_offset: u64,
+    body_digest: u128,
+    queues: Vec<(String, i32, u64, i64, i64)>,
+}
+
+#[pymethods]
+impl PyStoreReport {
+    /// True if every check passed.
+    #[getter]
+    fn ok(&self) -> bool {
+        self.checks.iter().all(|c| c.failed == 0)
+    }
+
+    fn __repr__(&self) -> String {
+        let failed: Vec<&str> = self
+            .checks
+            .iter()
+            .filter(|c| c.failed > 0)
+            .map(|c| c.name.as_str())
+            .collect();
+        format!(
+            "StoreReport(ok={}, messages={}, bytes={}, failed={failed:?})",
+            if failed.is_empty() { "True" } else { "False" },
+            self.messages,
+            self.bytes
+        )
+    }
+}
+
+impl From<StoreReport> for PyStoreReport {
+    fn from(r: StoreReport) -> Self {
+        Self {
+            checks: r.checks.iter().map(PyCheck::from).collect(),
+            messages: r.messages,
+            bytes: r.bytes,
+            files: r.files,
+            min_offset: r.min_offset,
+            max_offset: r.max_offset,
+            body_digest: r.body_digest,
+            queues: r
+                .queues
+                .into_iter()
+                .map(|q| (q.topic, q.queue_id, q.messages, q.min_offset, q.max_offset))
+                .collect(),
+        }
+    }
+}
+
+/// A manifest entry (the JSON object of one store in `_SUCCESS`); a field that is missing or
+/// of the wrong type is `None`, which the check reports.
+fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
+    fn get<T: for<'a, 'py> FromPyObject<'a, 'py>>(d: &Bound<'_, PyDict>, k: &str) -> Option<T> {
+        d.get_item(k).ok().flatten()?.extract::<T>().ok()
+    }
+    let body_digest = d.get_item("body_digest").ok().flatten().and_then(|v| {
+        v.extract::<u128>()
+            .ok()
+            .or_else(|| v.extract::<String>().ok()?.parse().ok())
+    });
+    let queues = get::<BTreeMap<String, BTreeMap<String, u64>>>(d, "queues").and_then(|m| {
+        m.into_iter()
+            .map(|(t, qs)| {
+                let qs: Option<BTreeMap<i32, u64>> = qs
+                    .into_iter()
+                    .map(|(q, n)| Some((q.parse().ok()?, n)))
+                    .collect();
+                Some((t, qs?))
+            })
+            .collect()
+    });
+    ManifestEntry {
+        messages: get(d, "messages"),
+        bytes: get(d, "bytes"),
+        min_offset: get(d, "min_offset"),
+        max_offset: get(d, "max_offset"),
+        queues,
+        body_digest,
+    }
+}
+
+/// Verifies one store, opened read-only: every record's CRC and framing, every consume queue
+/// unit against its record, gap-free queues, every key through the index (or `sample_keys`
+/// keyed records) and, given its `_SUCCESS` entry, the manifest's counts and body digest. One
+/// native call with the interpreter released; it never raises for damage (that is in the
+/// report), only for bad arguments.
+///
+/// Example:
+///
+/// ```python
+/// report = rocketstore.verify_store("/data/stores/store-00000")
+/// assert report.ok, [c.examples for c in report.checks if not c.passed]
+/// ```
+#[pyfunction]
+#[pyo3(signature = (path, *, name=None, manifest_entry=None, sample_keys=None, **config))]
+pub(crate) fn verify_store(
+    py: Python<'_>,
+    path: PathBuf,
+    name: Option<String>,
+    manifest_entry: Option<&Bound<'_, PyDict>>,
+    sample_keys: Option<usize>,
+    config: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyStoreReport> {
+    let config = config_from_kwargs(py, config)?;
+    let opts = VerifyOptions {
+        name,
+        manifest: manifest_entry.map(self::manifest_entry),
+        sample_keys,
+    };
+    let report = py.detach(move || rocketstore::verify_store(&path, config, &opts));
+    Ok(report.into())
+}
+
+/// Adds this module's functions and classes to the extension module.
+pub(crate) fn register(m: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()> {
+    m.add_class::<PyCheck>()?;
+    m.add_class::<PyStoreReport>()?;
+    m.add_function(wrap_pyfunction!(body_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(body_sha256, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_store, m)?)?;
+    Ok(())
+}

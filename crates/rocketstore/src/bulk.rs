@@ -1,0 +1,169 @@
+//! Column kernels for bulk writers and verifiers (the Spark data source): the body digest the
+//! `_SUCCESS` manifest records and the queue each message of a batch goes to.
+//!
+//! They take values as borrowed slices (a binding passes the rows of an Arrow column without
+//! copying them), run without the interpreter and never fail.
+//!
+//! # Body digest
+//!
+//! The digest of a set of bodies is order-independent so a verifier can recompute it with a
+//! plain aggregation: the sum over the bodies of the first 60 bits of `SHA-256(body)` read as an
+//! unsigned big-endian integer (the first 15 hex digits of Spark SQL's `sha2(body, 256)`):
+//! `sum(cast(conv(substr(sha2(body, 256), 1, 15), 16, 10) as decimal(38, 0)))`. Unlike an XOR,
+//! a sum tells a duplicated message from a missing one. A `u128` holds the sum of 2^68 bodies.
+//!
+//! ```
+//! use rocketstore::bulk::{body_digest, digest_of};
+//! let d = body_digest([Some(&b"a"[..]), Some(&b"b"[..])]);
+//! assert_eq!(d, u128::from(digest_of(b"a")) + u128::from(digest_of(b"b")));
+//! // sha256("a") = ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb
+//! assert_eq!(digest_of(b"a"), 0x0ca9_7811_2ca1_bbdc);
+//! ```
+//!
+//! # Queue selection
+//!
+//! [`QueueChooser`] fills the queue of a message that has none: with [`QueueSelector::Hash`], a
+//! message with keys goes to `crc32(keys joined by a space) % queue_nums` (zlib's CRC-32), so
+//! equal keys share a queue; every other message (and every message with
+//! [`QueueSelector::RoundRobin`]) takes the next queue in turn.
+
+use sha2::{Digest, Sha256};
+
+/// The digest of one body: the first 60 bits of its SHA-256, as an unsigned integer.
+pub fn digest_of(body: &[u8]) -> u64 {
+    let hash = Sha256::digest(body);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash[..8]);
+    u64::from_be_bytes(first) >> 4
+}
+
+/// The SHA-256 of `body` as 64 lowercase hex digits (Spark SQL's `sha2(body, 256)`).
+pub fn sha256_hex(body: &[u8]) -> [u8; 64] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 64];
+    for (i, b) in Sha256::digest(body).iter().enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 15)];
+    }
+    out
+}
+
+/// The digest of a set of bodies (see the module docs); `None` (a null body) adds nothing.
+pub fn body_digest<'a>(bodies: impl IntoIterator<Item = Option<&'a [u8]>>) -> u128 {
+    bodies
+        .into_iter()
+        .flatten()
+        .map(|b| u128::from(digest_of(b)))
+        .sum()
+}
+
+/// How [`QueueChooser`] picks the queue of a message without one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueSelector {
+    /// By the CRC-32 of the message's keys (round robin for a message without keys).
+    Hash,
+    /// The next queue in turn.
+    RoundRobin,
+}
+
+/// Picks queues for the messages of one writer (see the module docs).
+///
+/// ```
+/// use rocketstore::bulk::{QueueChooser, QueueSelector};
+/// let mut q = QueueChooser::new(QueueSelector::Hash, 4, 1);
+/// assert_eq!(q.choose(Some(3), None), 3); // a given queue is kept
+/// assert_eq!(q.choose(None, None), 2); // round robin: counter 1 was used above
+/// let k = q.choose(None, Some(&mut [&b"k1"[..], &b"k2"[..]].into_iter()));
+/// assert_eq!(k as u32, crc32fast::hash(b"k1 k2") % 4);
+/// ```
+#[derive(Debug, Clone)]
+pub struct QueueChooser {
+    selector: QueueSelector,
+    queue_nums: u32,
+    counter: u64,
+}
+
+impl QueueChooser {
+    /// A chooser over `queue_nums` queues (at least 1) whose round robin starts at `counter`.
+    pub fn new(selector: QueueSelector, queue_nums: u32, counter: u64) -> Self {
+        Self {
+            selector,
+            queue_nums: queue_nums.max(1),
+            counter,
+        }
+    }
+
+    /// The round robin counter (the next message without keys takes `counter % queue_nums`).
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+
+    /// The queue of one message: `given` if set, else by its keys (the parts of its key list,
+    /// joined by a space; `None` for no keys) or round robin. Every call advances the round
+    /// robin counter.
+    pub fn choose(
+        &mut self,
+        given: Option<i32>,
+        keys: Option<&mut dyn Iterator<Item = &[u8]>>,
+    ) -> i32 {
+        let robin = (self.counter % u64::from(self.queue_nums)) as i32;
+        self.counter = self.counter.wrapping_add(1);
+        if let Some(q) = given {
+            return q;
+        }
+        if self.selector == QueueSelector::Hash {
+            if let Some(parts) = keys {
+                let mut h = crc32fast::Hasher::new();
+                let mut len = 0usize;
+                for (i, part) in parts.enumerate() {
+                    if i > 0 {
+                        h.update(b" ");
+                        len += 1;
+                    }
+                    h.update(part);
+                    len += part.len();
+                }
+                if len > 0 {
+                    return (h.finalize() % self.queue_nums) as i32;
+                }
+            }
+        }
+        robin
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_matches_sha256_prefix() {
+        // sha256("") = e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+        assert_eq!(digest_of(b""), 0x0e3b_0c44_298f_c1c1);
+        assert_eq!(body_digest([None, Some(&b""[..])]), 0x0e3b_0c44_298f_c1c1);
+        assert_eq!(body_digest(std::iter::empty()), 0);
+        assert_eq!(
+            &sha256_hex(b"")[..],
+            b"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn round_robin_advances_per_message() {
+        let mut q = QueueChooser::new(QueueSelector::RoundRobin, 3, 0);
+        let got: Vec<i32> = (0..5)
+            .map(|_| q.choose(None, Some(&mut [&b"k"[..]].into_iter())))
+            .collect();
+        assert_eq!(got, [0, 1, 2, 0, 1]);
+        assert_eq!(q.counter(), 5);
+    }
+
+    #[test]
+    fn empty_keys_go_round_robin() {
+        let mut q = QueueChooser::new(QueueSelector::Hash, 8, 5);
+        assert_eq!(q.choose(None, Some(&mut [&b""[..]].into_iter())), 5);
+        assert_eq!(q.choose(None, Some(&mut std::iter::empty())), 6);
+        let k = q.choose(None, Some(&mut [&b"order-1"[..]].into_iter()));
+        assert_eq!(k as u32, crc32fast::hash(b"order-1") % 8);
+    }
+}
