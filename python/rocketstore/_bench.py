@@ -24,7 +24,8 @@ figure                    what is timed
                           transaction; one autocommitted ``INSERT`` per message; batches of
                           32 rows by id; lookups by id
 ``file_read``             the commit log files read with ``readinto`` (the scan floor)
-``spark_*`` (--spark)     the same DataFrame written as Parquet and as ``rocketstore``
+``spark_*`` (--spark)     the same DataFrame written as Parquet and as ``rocketstore``;
+                          ``spark_read_*``: each read back, ``sum(length(body))``
 ========================  ==============================================================
 
 MB/s is body (payload) bytes per second for every figure, so rows compare directly; each
@@ -67,6 +68,7 @@ BASELINE_OF = {
     "query_message": "sqlite_lookup",
     "recovery": "file_read",
     "spark_rocketstore": "spark_parquet",
+    "spark_read_rocketstore": "spark_read_parquet",
 }
 # put_batch is also shown against the I/O floor and the physical ceiling.
 BOUNDS = ("file_write", "mmap_memcpy")
@@ -642,6 +644,15 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 ),
             ),
         ]
+        from pyspark.sql import functions as F
+
+        readers: dict[str, tuple[str, Callable[[Path], Any]]] = {
+            "spark_parquet": ("spark_read_parquet", lambda p: spark.read.parquet(str(p))),
+            "spark_rocketstore": (
+                "spark_read_rocketstore",
+                lambda p: spark.read.format("rocketstore").load(str(p)),
+            ),
+        }
         for name, write in writers:
             # A first, untimed write warms up the JVM and the Python workers for this format.
             with _fresh_dir(base, name) as p:
@@ -657,9 +668,17 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 t0 = time.perf_counter()
                 write(p)
                 seconds = time.perf_counter() - t0
-            fig = Figure(name, data.size, data.n, seconds, data.body_bytes)
-            fig.note = "local[2], 2 partitions, cached DataFrame; after one warm-up write"
-            figs.append(fig)
+                fig = Figure(name, data.size, data.n, seconds, data.body_bytes)
+                fig.note = "local[2], 2 partitions, cached DataFrame; after one warm-up write"
+                figs.append(fig)
+                read_name, read = readers[name]
+                total = read(p).agg(F.sum(F.length("body"))).collect()  # warm-up
+                t0 = time.perf_counter()
+                total = read(p).agg(F.sum(F.length("body"))).collect()
+                seconds = time.perf_counter() - t0
+                fig = Figure(read_name, data.size, data.n, seconds, data.body_bytes)
+                fig.note = f"sum(length(body)) = {total[0][0]}, after one warm-up read"
+                figs.append(fig)
         df.unpersist()
         return figs
     finally:
@@ -823,6 +842,8 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 "file_read",
                 "spark_rocketstore",
                 "spark_parquet",
+                "spark_read_rocketstore",
+                "spark_read_parquet",
             ]
             here.sort(key=lambda f: order.index(f.name) if f.name in order else len(order))
             figs.extend(here)

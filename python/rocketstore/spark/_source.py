@@ -8,6 +8,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
 )
 from pyspark.sql.types import StructType
@@ -15,6 +16,7 @@ from pyspark.sql.types import StructType
 from rocketstore.spark._interpreter import checked_source
 from rocketstore.spark._reader import RocketStoreReader, schema_for
 from rocketstore.spark._stream import RocketStoreStreamReader
+from rocketstore.spark._stream_writer import RocketStoreStreamWriter
 from rocketstore.spark._writer import RocketStoreWriter
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ class RocketStoreDataSource(DataSource):
         df.write.format("rocketstore").mode("append").save("/data/stores")
         back = spark.read.format("rocketstore").load("/data/stores")
         stream = spark.readStream.format("rocketstore").load("/data/stores")
+        df.writeStream.format("rocketstore").option("checkpointLocation", "/ckpt").start("/s")
     """
 
     @classmethod
@@ -59,6 +62,10 @@ class RocketStoreDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A microbatch stream reader (``spark.readStream``)."""
         return RocketStoreStreamReader(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """A microbatch stream writer (``df.writeStream``): each batch published exactly once."""
+        return RocketStoreStreamWriter(self.options, schema)
 
 
 def register(spark: SparkSession | None = None) -> None:
