@@ -101,7 +101,8 @@ def verify_store(
     ``stats`` has ``messages``, ``bytes``, ``files``, ``min_offset``, ``max_offset``,
     ``body_digest`` and ``queues`` (``[topic, queue_id, messages, min_offset, max_offset]``
     lists). ``manifest_entry`` is this store's entry in the ``_SUCCESS`` manifest (the check
-    is skipped without one); ``sample_keys`` limits the index lookups to that many keyed
+    is skipped without one; its ``config`` is applied when the store is opened, under
+    ``config``); ``sample_keys`` limits the index lookups to that many keyed
     records (evenly spread).
 
     Example::
@@ -111,12 +112,19 @@ def verify_store(
     """
     from rocketstore._native import verify_store as native_verify
 
+    # The writer's configuration (index and consume queue geometry are not in the files),
+    # then the caller's, which wins.
+    options: dict[str, Any] = {}
+    listed = (manifest_entry or {}).get("config")
+    if isinstance(listed, Mapping):
+        options.update(listed)
+    options.update(config or {})
     report = native_verify(
         os.fspath(path),
         name=name if name is not None else os.fspath(path),
         manifest_entry=dict(manifest_entry) if manifest_entry is not None else None,
         sample_keys=sample_keys,
-        **dict(config or {}),
+        **options,
     )
     checks = {
         c.name: Check(
