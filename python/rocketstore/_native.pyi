@@ -69,16 +69,22 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PutResult",
     "ScanIterator",
+    "StoreCheck",
     "StoreClosedError",
     "StoreForkedError",
     "StoreIOError",
     "StoreLockedError",
     "StorePoisonedError",
     "StoreReadOnlyError",
+    "StoreReport",
     "UnsupportedFormatError",
     "__version__",
+    "body_digest",
+    "body_sha256",
     "config_fields",
+    "prepare_batch",
     "rebuild_indexes",
+    "verify_store",
 ]
 
 __version__: str

@@ -396,11 +396,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if getattr(args, "no_spark", False):
         if args.expected:
             raise SystemExit("rocketstore verify: --expected needs Spark (drop --no-spark)")
+        config: dict[str, Any] = dict(_store_config(args.option))
         report = verify_local(
-            args.root,
-            sample_keys=args.sample_keys,
-            report_path=args.report,
-            **_store_config(args.option),
+            args.root, sample_keys=args.sample_keys, report_path=args.report, **config
         )
         return _print_verify(args, report)
     with session(args.master, "rocketstore-verify", conf=args.conf) as spark:
