@@ -780,7 +780,7 @@ fn check_index(store: &Store, label: &str, s: &Scan, sample: Option<usize>, chec
     for i in picked {
         let rec = &s.keyed[i];
         let topic = &s.topics[rec.topic as usize];
-        let tokens = rec.keys.split(' ').filter(|k| !k.is_empty());
+        let tokens = rocketstore_format::keys::index_tokens(&rec.keys);
         if s.bad_crc.contains(&rec.offset) {
             check.skipped += tokens.count() as u64; // lookups skip records whose CRC fails
             continue;
