@@ -1071,7 +1071,12 @@ impl MessageStore {
 
     /// What recovery found when the store was opened: ``abnormal`` (the previous run did not
     /// shut down cleanly), ``end_offset``, ``records`` scanned, ``truncated_at``
-    /// (``(offset, reason)`` of a torn tail, or None) and ``files_removed``.
+    /// (``(offset, reason)`` of a torn tail, or None), ``files_removed``, where the walk
+    /// started (``scan_start_file``, the file's index, and ``scan_start_offset``), how many
+    /// commit log bytes it read (``walked_bytes``), ``from_window`` (a crash recovery started
+    /// at the checkpoint's recovery window), ``power_loss`` (that window was written in an
+    /// earlier boot, so consume queues and index were cut back to their durable marks) and
+    /// ``redispatched`` records.
     ///
     /// Example:
     ///
@@ -1090,6 +1095,12 @@ impl MessageStore {
         d.set_item("records", r.records)?;
         d.set_item("truncated_at", r.truncated_at.clone())?;
         d.set_item("files_removed", r.files_removed)?;
+        d.set_item("scan_start_file", r.scan_start_file)?;
+        d.set_item("scan_start_offset", r.scan_start_offset)?;
+        d.set_item("walked_bytes", r.walked_bytes)?;
+        d.set_item("from_window", r.from_window)?;
+        d.set_item("power_loss", r.power_loss)?;
+        d.set_item("redispatched", r.redispatched)?;
         Ok(d)
     }
 

@@ -31,6 +31,8 @@ mod longpoll;
 mod message;
 mod mmap;
 mod offsets;
+#[cfg(feature = "powerloss")]
+pub mod powerloss;
 mod read;
 mod rebuild;
 mod segment;
