@@ -1351,9 +1351,9 @@ fn recover(
             tails.note(rec);
         });
         walked += s.end.saturating_sub(begin);
-        // A start that is not a valid record (a damaged checkpoint would not pass its CRC, so
-        // this is damage at the start itself) falls back to the full rule.
-        if s.records > 0 || s.damage.is_none() {
+        // Damage right at a start below the durable offset (a record must be there) falls back
+        // to the full rule; at or past the durable offset it is just a torn tail.
+        if s.records > 0 || s.damage.is_none() || durable.is_none_or(|d| begin >= d) {
             start = i;
             from_window = true;
             scan = Some((s, begin));
