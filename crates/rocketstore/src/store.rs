@@ -1374,7 +1374,6 @@ fn recover(
             (s, begin)
         }
     };
-    let power_loss = power_loss && from_window;
     crate::rebuild::check_scan(log, cfg, durable, &scan)?;
     let files_removed = log.truncate_to(scan.end)?;
     let mut redispatched = 0;
@@ -1387,7 +1386,12 @@ fn recover(
                 index.destroy_all()?;
             }
         }
-        cqs.truncate_all(if power_loss { scan_from } else { scan.end })?;
+        // After a power loss units past the window's start may be torn: cut them (and anything
+        // past the walk's start) and re-dispatch.
+        let window_offset = window.map_or(scan_from, |w| {
+            u64::try_from(w.start_offset).unwrap_or(0).min(scan_from)
+        });
+        cqs.truncate_all(if power_loss { window_offset } else { scan.end })?;
         if let (true, Some(index), Some(w)) = (power_loss, index, window) {
             let store_time_of = |phy: i64| {
                 let rec = log.record_at(u64::try_from(phy).ok()?)?;
