@@ -17,7 +17,9 @@
 //!
 //! `make test` runs [`power_loss_images`] (>= 500 images); the `#[ignore]`d
 //! [`power_loss_images_slow`] (`make test-all`) runs >= 10,000. `ROCKETSTORE_POWERLOSS_SEED`
-//! reproduces a run.
+//! reproduces a run's workloads (thread timing still varies); each workload prints its
+//! `<mode>:<seed>:<puts>`, and `ROCKETSTORE_POWERLOSS_WORKLOAD=<mode>:<seed>:<puts>` replays
+//! one (`ROCKETSTORE_POWERLOSS_IMAGES` times); `ROCKETSTORE_POWERLOSS_IMAGES` sets the count.
 #![cfg(feature = "powerloss")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
@@ -375,11 +377,27 @@ fn run(images: usize) {
                 .as_nanos() as u64
         });
     let mut stats = Stats::default();
+    // Replays one workload: ROCKETSTORE_POWERLOSS_WORKLOAD=<mode>:<seed>:<puts>.
+    if let Ok(w) = std::env::var("ROCKETSTORE_POWERLOSS_WORKLOAD") {
+        let f: Vec<&str> = w.split(':').collect();
+        for _ in 0..images.max(1) {
+            workload(
+                f[0],
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                6,
+                &mut stats,
+            );
+        }
+        return;
+    }
     let mut rng = Rng(seed | 1);
     let mut round = 0;
     while stats.images < images {
         let mode = if round % 2 == 0 { "sync" } else { "async" };
-        workload(mode, rng.next(), 80 + rng.below(160), 6, &mut stats);
+        let (wseed, puts) = (rng.next(), 80 + rng.below(160));
+        println!("workload {mode}:{wseed}:{puts}");
+        workload(mode, wseed, puts, 6, &mut stats);
         round += 1;
     }
     stats.recovery.sort();
