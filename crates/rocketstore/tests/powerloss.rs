@@ -154,12 +154,14 @@ struct Stats {
 }
 
 /// One image of `root` at this instant (durable image + live files, mixed per page) written
-/// to `image`, with the checkpoint kept or lost whole and its boot id unknown.
+/// to `image`, with the checkpoint kept or lost whole (`checkpoint`: the live one, read before
+/// the durable image) and its boot id unknown.
 fn build_image(
     root: &Path,
     image: &Path,
     durable: &HashMap<PathBuf, Vec<u8>>,
     live: &[(PathBuf, Vec<u8>)],
+    checkpoint: Option<&[u8]>,
     rng: &mut Rng,
     stats: &mut Stats,
 ) {
@@ -177,7 +179,10 @@ fn build_image(
             .to_string_lossy();
         let out = match (top.as_ref(), durable.get(path)) {
             ("checkpoint", Some(old)) => {
-                let cp = if rng.below(2) == 0 { bytes } else { old };
+                let cp = match checkpoint {
+                    Some(live) if rng.below(2) == 0 => live,
+                    _ => old,
+                };
                 let mut c = Checkpoint::decode(cp).unwrap();
                 if let Some(w) = c.ext.as_mut().and_then(|e| e.window.as_mut()) {
                     w.boot_id = [0; 16];
@@ -344,12 +349,16 @@ fn workload(mode: &str, seed: u64, puts: u64, variants: usize, stats: &mut Stats
             }
             // The durable bound first: everything below it is in the durable image taken next.
             let flushed = store.cursors().flushed;
+            // The live checkpoint before the durable image: a checkpoint written later may claim
+            // flushes the durable image does not hold yet (a real disk keeps that order).
+            let checkpoint = std::fs::read(root.join("checkpoint")).ok();
             let durable = durable_image(&root);
             let live = live_files(&root);
             for v in 0..variants {
                 let image = work.path().join("image");
                 let t = Instant::now();
-                build_image(&root, &image, &durable, &live, &mut rng, stats);
+                let cp = checkpoint.as_deref();
+                build_image(&root, &image, &durable, &live, cp, &mut rng, stats);
                 stats.build += t.elapsed();
                 let label =
                     format!("{mode} seed {seed} capture {captures} variant {v} (seq {seq})");
