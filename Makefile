@@ -58,7 +58,7 @@ say = @printf '\n==> %s\n' "$(1)"
 
 .PHONY: help venv build wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
-	rust-failpoint-tests bench-check test-python test-python-all java-check \
+	rust-failpoint-tests rust-powerloss-tests bench-check test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
 
 help: ## Show this list
@@ -213,8 +213,8 @@ test-rust-all: LIBTEST_EXTRA := --include-ignored
 test-rust-all: CRASH_ENV := ROCKETSTORE_CRASH_SLOW=1
 
 # Separate steps, so that `make -k` (as in .ci/run) still runs the others after a failure.
-test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests bench-check ## Rust tests: nextest (or cargo test), doctests, crash and failpoint tests, benches compile
-test-rust-all: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests
+test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests bench-check ## Rust tests: nextest (or cargo test), doctests, crash, failpoint and power-loss tests, benches compile
+test-rust-all: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests
 
 rust-tests:
 	$(call say,Rust tests$(if $(LIBTEST_EXTRA), including ignored ones))
@@ -245,6 +245,14 @@ rust-failpoint-tests:
 ifneq ($(FAILPOINT_TEST),)
 	$(call say,Rust failpoint tests (feature failpoints, one test thread))
 	$(CARGO) test $(LOCKED) -p rocketstore --features failpoints --test failpoints -- --test-threads 1 $(LIBTEST_EXTRA)
+endif
+
+POWERLOSS_TEST := $(wildcard crates/rocketstore/tests/powerloss.rs)
+
+rust-powerloss-tests:
+ifneq ($(POWERLOSS_TEST),)
+	$(call say,Rust power-loss image tests (feature powerloss: a simulated disk under the mapped files))
+	$(CARGO) test $(LOCKED) -p rocketstore --features powerloss --test powerloss -- --nocapture $(LIBTEST_EXTRA)
 endif
 
 # The wheel is built first: tests/test_wheel.py installs it into a new virtualenv.

@@ -249,6 +249,7 @@ pub fn checkpoint_parse_check(data: &[u8]) {
             durable_commitlog_offset: word(5),
             clean_shutdown: word(6) & 1 == 1,
             generation: word(7) as u64,
+            window: None,
         }),
     };
     let mut enc = cp.encode();

@@ -476,7 +476,9 @@ class MessageStore:
     @property
     def config(self) -> dict[str, _ConfigValue]: ...
     @property
-    def recovery_report(self) -> dict[str, Any]: ...
+    def recovery_report(self) -> dict[str, Any]:
+        """Keys: abnormal, end_offset, records, truncated_at, files_removed, scan_start_file,
+        scan_start_offset, walked_bytes, from_window, power_loss, redispatched."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,

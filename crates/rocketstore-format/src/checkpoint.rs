@@ -8,11 +8,21 @@
 //!
 //! | offset | width | field |
 //! |---|---|---|
+//! | 3928 | 16 | recovery window: boot id of the writer (flag bit 1) |
+//! | 3944 | i64 | recovery window: start offset (flag bit 1) |
+//! | 3952 | i64 | recovery window: index file name as a number, 0 = none (flag bit 1) |
+//! | 3960 | u32 | recovery window: durable entry count of that index file (flag bit 1) |
 //! | 3968 | 8 | magic `RSCKPT01` |
 //! | 3976 | i64 | durable commit-log offset |
 //! | 3984 | u64 | generation |
-//! | 3992 | u32 | flags (bit 0: clean shutdown; other bits must be 0) |
+//! | 3992 | u32 | flags (bit 0: clean shutdown; bit 1: recovery window present; other bits 0) |
 //! | 3996 | u32 | CRC-32 (IEEE, unmasked) of bytes `[0, 3996)` — covers the RocketMQ fields too |
+//!
+//! Without flag bit 1 the window bytes `[3928, 3964)` are zero. A decoder that does not know bit 1
+//! refuses the extension (and so falls back to a full recovery scan), which is safe.
+//!
+//! The recovery window (see [`RecoveryWindow`]) lets abnormal recovery start a few seconds of
+//! writes back instead of at the first commit log file.
 //!
 //! Bytes `[4000, 4096)` are zero. Decoding: if `[3968, 4000)` is all zero the file was written by
 //! RocketMQ (no extension); if it starts with the magic the CRC must match; anything else is
@@ -31,6 +41,10 @@ pub const CHECKPOINT_CRC_POS: usize = 3996;
 pub const CHECKPOINT_EXT_END: usize = 4000;
 /// Flag bit: the store was shut down cleanly.
 pub const CHECKPOINT_FLAG_CLEAN_SHUTDOWN: u32 = 1;
+/// Flag bit: the recovery window fields are present.
+pub const CHECKPOINT_FLAG_WINDOW: u32 = 2;
+/// Offset of the recovery window fields.
+pub const CHECKPOINT_WINDOW_OFFSET: usize = 3928;
 
 /// The checkpoint file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -58,6 +72,30 @@ pub struct CheckpointExt {
     pub clean_shutdown: bool,
     /// Monotonic write counter.
     pub generation: u64,
+    /// Where abnormal recovery may start, if recorded.
+    pub window: Option<RecoveryWindow>,
+}
+
+/// How far consume queues and the index were durable when the checkpoint was written.
+///
+/// Invariants the writer keeps (what a reader may trust):
+/// - every consume queue unit of every record below `start_offset` is durable, and
+///   `start_offset` is a record boundary at or below the durable commit log offset;
+/// - if `index_file != 0`: the index file of that name holds `index_count` durable entries
+///   (entry 0 unused), every older index file is entirely durable, and every record below
+///   `start_offset` has all its index entries in those entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RecoveryWindow {
+    /// `/proc/sys/kernel/random/boot_id` of the writer (zero if unknown): when it equals the
+    /// reader's, the page cache survived (a process crash, not a power loss) and every byte the
+    /// writer put into a mapping is still there.
+    pub boot_id: [u8; 16],
+    /// Commit log offset where abnormal recovery starts its walk.
+    pub start_offset: i64,
+    /// Name of the index file holding the durable index mark, as a number (0: none).
+    pub index_file: i64,
+    /// Durable `indexCount` of that file.
+    pub index_count: u32,
 }
 
 /// Errors of [`Checkpoint::decode`].
@@ -109,11 +147,18 @@ impl Checkpoint {
         put_at(out, 24, &self.master_flushed_offset.to_be_bytes())?;
         put_at(out, 32, &self.confirm_phy_offset.to_be_bytes())?;
         if let Some(ext) = self.ext {
-            let flags = if ext.clean_shutdown {
+            let mut flags = if ext.clean_shutdown {
                 CHECKPOINT_FLAG_CLEAN_SHUTDOWN
             } else {
                 0
             };
+            if let Some(w) = ext.window {
+                flags |= CHECKPOINT_FLAG_WINDOW;
+                put_at(out, CHECKPOINT_WINDOW_OFFSET, &w.boot_id)?;
+                put_at(out, 3944, &w.start_offset.to_be_bytes())?;
+                put_at(out, 3952, &w.index_file.to_be_bytes())?;
+                put_at(out, 3960, &w.index_count.to_be_bytes())?;
+            }
             put_at(out, CHECKPOINT_EXT_OFFSET, &CHECKPOINT_EXT_MAGIC)?;
             put_at(out, 3976, &ext.durable_commitlog_offset.to_be_bytes())?;
             put_at(out, 3984, &ext.generation.to_be_bytes())?;
@@ -160,13 +205,24 @@ impl Checkpoint {
             return Err(CheckpointError::Torn { stored, computed });
         }
         let flags = u32_at(b, 3992).ok_or(bad_len.clone())?;
-        if flags & !CHECKPOINT_FLAG_CLEAN_SHUTDOWN != 0 {
+        if flags & !(CHECKPOINT_FLAG_CLEAN_SHUTDOWN | CHECKPOINT_FLAG_WINDOW) != 0 {
             return Err(CheckpointError::UnknownExtFlags { flags });
         }
+        let window = if flags & CHECKPOINT_FLAG_WINDOW != 0 {
+            Some(RecoveryWindow {
+                boot_id: array_at(b, CHECKPOINT_WINDOW_OFFSET).ok_or(bad_len.clone())?,
+                start_offset: rd(3944)?,
+                index_file: rd(3952)?,
+                index_count: u32_at(b, 3960).ok_or(bad_len.clone())?,
+            })
+        } else {
+            None
+        };
         cp.ext = Some(CheckpointExt {
             durable_commitlog_offset: rd(3976)?,
             generation: u64_at(b, 3984).ok_or(bad_len)?,
             clean_shutdown: flags & CHECKPOINT_FLAG_CLEAN_SHUTDOWN != 0,
+            window,
         });
         Ok(cp)
     }
@@ -241,6 +297,12 @@ mod tests {
                 durable_commitlog_offset: 6,
                 clean_shutdown: true,
                 generation: 7,
+                window: Some(RecoveryWindow {
+                    boot_id: [9; 16],
+                    start_offset: 10,
+                    index_file: 20_231_231_235_959_999,
+                    index_count: 11,
+                }),
             }),
         };
         let b = cp.encode();
@@ -266,14 +328,22 @@ mod tests {
             Checkpoint::decode(&[]),
             Err(CheckpointError::BadLength { len: 0 })
         );
+        // Without the window flag the window bytes stay zero.
+        let mut no_window = cp;
+        if let Some(e) = no_window.ext.as_mut() {
+            e.window = None;
+        }
+        let nb = no_window.encode();
+        assert!(nb[CHECKPOINT_WINDOW_OFFSET..3968].iter().all(|&x| x == 0));
+        assert_eq!(Checkpoint::decode(&nb), Ok(no_window));
         // Unknown flags with a valid CRC.
         let mut d = b;
-        d[3992..3996].copy_from_slice(&3u32.to_be_bytes());
+        d[3992..3996].copy_from_slice(&7u32.to_be_bytes());
         let crc = crc32fast::hash(&d[..CHECKPOINT_CRC_POS]);
         d[CHECKPOINT_CRC_POS..CHECKPOINT_EXT_END].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
             Checkpoint::decode(&d),
-            Err(CheckpointError::UnknownExtFlags { flags: 3 })
+            Err(CheckpointError::UnknownExtFlags { flags: 7 })
         );
         // Garbage in the extension area.
         let mut d = Checkpoint::default().encode();

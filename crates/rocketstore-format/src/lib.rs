@@ -106,7 +106,7 @@ pub mod properties;
 pub mod record;
 pub mod topic;
 
-pub use checkpoint::{Checkpoint, CheckpointError, CheckpointExt};
+pub use checkpoint::{Checkpoint, CheckpointError, CheckpointExt, RecoveryWindow};
 pub use consts::*;
 pub use cq::{cq_tags_code, delay_levels, CqUnit};
 pub use error::{FieldError, FieldErrorReason};

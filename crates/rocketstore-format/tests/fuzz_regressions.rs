@@ -147,6 +147,7 @@ fn checks_accept_seed_inputs() {
             durable_commitlog_offset: 9,
             clean_shutdown: true,
             generation: 3,
+            window: None,
         }),
         ..Checkpoint::default()
     };

@@ -356,7 +356,7 @@ proptest! {
             index_msg_timestamp: fields[2],
             master_flushed_offset: fields[3],
             confirm_phy_offset: fields[4],
-            ext: ext.map(|(d, c, g)| CheckpointExt { durable_commitlog_offset: d, clean_shutdown: c, generation: g }),
+            ext: ext.map(|(d, c, g)| CheckpointExt { durable_commitlog_offset: d, clean_shutdown: c, generation: g, window: None }),
         };
         prop_assert_eq!(Checkpoint::decode(&cp.encode()), Ok(cp));
     }
@@ -372,7 +372,7 @@ proptest! {
             index_msg_timestamp: fields[2],
             master_flushed_offset: fields[3],
             confirm_phy_offset: fields[4],
-            ext: Some(CheckpointExt { durable_commitlog_offset: d, clean_shutdown: c, generation: g }),
+            ext: Some(CheckpointExt { durable_commitlog_offset: d, clean_shutdown: c, generation: g, window: None }),
         };
         let mut b = cp.encode();
         b[pos] ^= xor;

@@ -1080,9 +1080,13 @@ impl MessageStore {
     /// (``(offset, reason)`` of a torn tail, or None), ``files_removed``, ``quarantine_dir``
     /// (``recovery_mode="quarantine"``: where the cut commit log files and ``report.json`` were
     /// moved, or None), ``mismatched_queues`` (queues cut at a unit naming the wrong record and
-    /// refilled) and ``undispatchable_topics`` (``(topic, records, first_offset)`` of records
+    /// refilled), ``undispatchable_topics`` (``(topic, records, first_offset)`` of records
     /// kept in the commit log but given no consume queue because the topic cannot be a
-    /// directory name, e.g. ``..``).
+    /// directory name, e.g. ``..``), where the walk started (``scan_start_file``, the file's index, and ``scan_start_offset``), how many
+    /// commit log bytes it read (``walked_bytes``), ``from_window`` (a crash recovery started
+    /// at the checkpoint's recovery window), ``power_loss`` (that window was written in an
+    /// earlier boot, so consume queues and index were cut back to their durable marks) and
+    /// ``redispatched`` records.
     ///
     /// Example:
     ///
@@ -1114,6 +1118,12 @@ impl MessageStore {
             .map(|u| (u.topic, u.records, u.first_offset))
             .collect();
         d.set_item("undispatchable_topics", undispatchable)?;
+        d.set_item("scan_start_file", r.scan_start_file)?;
+        d.set_item("scan_start_offset", r.scan_start_offset)?;
+        d.set_item("walked_bytes", r.walked_bytes)?;
+        d.set_item("from_window", r.from_window)?;
+        d.set_item("power_loss", r.power_loss)?;
+        d.set_item("redispatched", r.redispatched)?;
         Ok(d)
     }
 

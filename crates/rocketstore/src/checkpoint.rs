@@ -47,6 +47,8 @@ pub(crate) fn write(root: &Path, cp: &Checkpoint, sync: bool) -> Result<()> {
     std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
     if sync {
         crate::util::fsync_dir(root)?;
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::replaced(&path, &bytes);
     }
     Ok(())
 }

@@ -679,6 +679,19 @@ impl CommitLog {
         from_index: usize,
         check_crc: bool,
         max_record: u32,
+        on_record: impl FnMut(&RecordView<'_>, u64),
+    ) -> ScanEnd {
+        self.scan_for_end_at(from_index, 0, check_crc, max_record, on_record)
+    }
+
+    /// [`CommitLog::scan_for_end`] starting at position `from_pos` (a record boundary) of file
+    /// `from_index` (the checkpoint's recovery window).
+    pub(crate) fn scan_for_end_at(
+        &self,
+        from_index: usize,
+        from_pos: usize,
+        check_crc: bool,
+        max_record: u32,
         mut on_record: impl FnMut(&RecordView<'_>, u64),
     ) -> ScanEnd {
         let files = self.queue.files();
@@ -687,9 +700,9 @@ impl CommitLog {
             out.end = files.first().map_or(0, |f| f.from());
             return out;
         };
-        out.end = start.from();
+        out.end = start.from() + from_pos as u64;
         for (i, f) in files.iter().enumerate().skip(from_index) {
-            let mut pos = 0usize;
+            let mut pos = if i == from_index { from_pos } else { 0 };
             let Some(view) = f.recovery_view(0) else {
                 break;
             };

@@ -718,6 +718,24 @@ impl ConsumeQueue {
         self.files.flush(least_pages)
     }
 
+    /// Flushes (msync, whole files) while the first unflushed unit names a record below `phy`:
+    /// afterwards every unit of a record below `phy` is durable (the checkpoint's recovery
+    /// window). Keeps: `flushed` advances only after msync succeeded.
+    pub(crate) fn flush_below(&self, phy: u64) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        loop {
+            let at = self.files.flushed_where() / UNIT_U64;
+            let Some(unit) = i64::try_from(at).ok().and_then(|o| self.get(o)) else {
+                return Ok(());
+            };
+            if u64::try_from(unit.phy_offset).unwrap_or(0) >= phy || !self.files.flush(0)? {
+                return Ok(());
+            }
+        }
+    }
+
     /// [5.x] `getOffsetInQueueByTime(timestamp, LOWER | UPPER)` (§11.2). `store_time_of(phy, size)`
     /// is the commit log's `pickupStoreTimestamp` (`None` = unavailable, read as -1).
     ///
@@ -1132,6 +1150,14 @@ impl ConsumeQueueStore {
     pub(crate) fn flush_all(&self, least_pages: usize) -> Result<()> {
         for q in self.all() {
             q.flush(least_pages)?;
+        }
+        Ok(())
+    }
+
+    /// [`ConsumeQueue::flush_below`] on every queue; stops at the first failure (fail-stop).
+    pub(crate) fn flush_below(&self, phy: u64) -> Result<()> {
+        for q in self.all() {
+            q.flush_below(phy)?;
         }
         Ok(())
     }

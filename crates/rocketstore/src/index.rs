@@ -169,6 +169,21 @@ pub(crate) struct QueryOffsetResult {
     pub index_last_update_phy_offset: i64,
 }
 
+/// A durable point of the index, taken by [`IndexService::flush_mark`]: the file named `file`
+/// (its name as a number) holds `count` durable entries (entry 0 unused), every older file is
+/// durable entirely, and every record below `end_phy` has all its entries among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IndexMark {
+    /// Name of the newest index file, as a number.
+    pub file: i64,
+    /// Its `indexCount` when the mark was taken.
+    pub count: u32,
+    /// Its endPhyOffset then: the start of the last record indexed.
+    pub end_phy: i64,
+    /// Its endTimestamp then: the store time of that record.
+    pub end_ts: i64,
+}
+
 /// One index file. Its `MappedFile`'s cursors are not used; the header's `indexCount` is the
 /// published watermark of its entries.
 #[derive(Debug)]
@@ -410,6 +425,63 @@ impl IndexFile {
         false
     }
 
+    /// msync of the header, the slots and the first `count` entries.
+    fn flush_prefix(&self, count: u32) -> Result<()> {
+        if !self.file.is_writable() {
+            return Ok(());
+        }
+        let end = usize::try_from(entry_position(self.slots, count.min(self.entries)))
+            .unwrap_or(usize::MAX)
+            .min(self.file.size());
+        self.file
+            .region()
+            .flush_range(0, end)
+            .map_err(|e| Error::io("msync", self.file.path(), e))?;
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::synced(self.file.path(), 0, end);
+        Ok(())
+    }
+
+    /// Cuts the file back to its first `count` entries (durable and complete; later entries,
+    /// header words and slots may hold anything a power loss left): header end values from
+    /// entry `count - 1` (`store_time_of` gives its record's store time), `indexCount = count`,
+    /// and every hash slot rebuilt from the kept entries. Entries past `count` are left as they
+    /// are: nothing reads past `indexCount` and the next puts overwrite them. Single writer
+    /// (recovery), so plain loads of entries below `count` are sound.
+    fn cut_to(&self, count: u32, store_time_of: &dyn Fn(i64) -> Option<i64>) -> Result<()> {
+        let Some(last) = self.entry(count.saturating_sub(1)) else {
+            return Err(Error::corruption(
+                self.file.path(),
+                0,
+                CorruptionKind::Invalid(format!("no durable index entry {}", count - 1)),
+            ));
+        };
+        for slot in 0..self.slots {
+            if let Ok(p) = usize::try_from(slot_position(slot)) {
+                self.store_i32(p, 0);
+            }
+        }
+        let mut used = 0i32;
+        for n in 1..count {
+            let Some(e) = self.entry(n) else { break };
+            let p = usize::try_from(slot_position(index_slot(e.key_hash, self.slots)))
+                .unwrap_or(usize::MAX);
+            if self.load_i32(p) == 0 {
+                used = used.wrapping_add(1);
+            }
+            self.store_i32(p, n as i32);
+        }
+        let end_ts = store_time_of(last.phy_offset).unwrap_or_else(|| {
+            self.begin_timestamp()
+                .wrapping_add(i64::from(last.time_diff.max(0)) * 1000)
+        });
+        self.store_i64(H_END_PHY_OFFSET, last.phy_offset);
+        self.store_i64(H_END_TIMESTAMP, end_ts);
+        self.store_i32(H_HASH_SLOT_COUNT, used);
+        self.store_i32(H_INDEX_COUNT, count as i32);
+        self.flush_prefix(count)
+    }
+
     /// msync of the whole mapping (the header words are always current in the mapping, so this
     /// is RocketMQ's "rewrite header + force").
     fn flush(&self) -> Result<()> {
@@ -420,7 +492,10 @@ impl IndexFile {
         self.file
             .region()
             .flush_range(0, len)
-            .map_err(|e| Error::io("msync", self.file.path(), e))
+            .map_err(|e| Error::io("msync", self.file.path(), e))?;
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::synced(self.file.path(), 0, len);
+        Ok(())
     }
 }
 
@@ -766,10 +841,31 @@ impl IndexService {
     /// `indexMsgTimestamp`, §6.5). Keeps: a file whose msync failed stays queued and its
     /// timestamp is not recorded.
     pub(crate) fn flush(&self) -> Result<()> {
+        self.flush_mark().map(|_| ())
+    }
+
+    /// [`IndexService::flush`], returning the durable point it made: the newest file's name,
+    /// `indexCount`, endPhyOffset and endTimestamp, read between two records (under the writer
+    /// lock, with the list of full files to flush) before the msync of its header, slots and
+    /// those entries. `None` when there is no index file (or its name is not a number).
+    pub(crate) fn flush_mark(&self) -> Result<Option<IndexMark>> {
         if !self.writable {
-            return Ok(());
+            return Ok(None);
         }
-        let pending = std::mem::take(&mut *lock(&self.unflushed_full));
+        let (pending, snap) = {
+            let _w = lock(&self.writer);
+            let pending = std::mem::take(&mut *lock(&self.unflushed_full));
+            let snap = self.read().last().cloned().map(|f| {
+                let mark = IndexMark {
+                    file: f.name.parse::<i64>().unwrap_or(0),
+                    count: u32::try_from(f.index_count()).unwrap_or(1),
+                    end_phy: f.end_phy_offset(),
+                    end_ts: f.end_timestamp(),
+                };
+                (f, mark)
+            });
+            (pending, snap)
+        };
         for (i, f) in pending.iter().enumerate() {
             if let Err(e) = f.flush() {
                 lock(&self.unflushed_full).extend(pending.iter().skip(i).cloned());
@@ -778,15 +874,79 @@ impl IndexService {
             self.last_full_end_timestamp
                 .fetch_max(f.end_timestamp(), Ordering::AcqRel);
         }
-        let last = self.read().last().cloned();
-        if let Some(f) = last {
-            f.flush()?;
-            if f.is_full() {
-                self.last_full_end_timestamp
-                    .fetch_max(f.end_timestamp(), Ordering::AcqRel);
-            }
+        let Some((f, mark)) = snap else {
+            return Ok(None);
+        };
+        f.flush_prefix(mark.count)?;
+        if i64::from(mark.count) >= i64::from(f.entries) {
+            self.last_full_end_timestamp
+                .fetch_max(mark.end_ts, Ordering::AcqRel);
         }
-        Ok(())
+        Ok((mark.file > 0).then_some(mark))
+    }
+
+    /// Abnormal recovery after a power loss: cuts the index back to a durable mark of the
+    /// checkpoint (files newer than `file` are deleted, `file` keeps its first `count` entries
+    /// with its hash slots rebuilt from them, see `IndexFile::cut_to`). Returns false, changing
+    /// nothing, if no loaded file has that name or `count` is impossible: the caller then
+    /// rebuilds the index from the commit log.
+    pub(crate) fn cut_to_mark(
+        &self,
+        file: i64,
+        count: u32,
+        commitlog_end: u64,
+        store_time_of: &dyn Fn(i64) -> Option<i64>,
+    ) -> Result<bool> {
+        let _w = lock(&self.writer);
+        let files = self.snapshot();
+        let Some(pos) = files
+            .iter()
+            .position(|f| f.name.parse::<i64>().ok() == Some(file))
+        else {
+            return Ok(false);
+        };
+        if files.get(pos).is_none_or(|t| count > t.entries) {
+            return Ok(false);
+        }
+        let end = i64::try_from(commitlog_end).unwrap_or(i64::MAX);
+        // From the mark's file back: keep the durable entries that name records the commit log
+        // kept (entries run in commit log order, so a binary search finds the first to drop).
+        let mut first_doomed = pos + 1;
+        for (i, f) in files.iter().enumerate().take(pos + 1).rev() {
+            let durable = if i == pos {
+                count
+            } else {
+                u32::try_from(f.index_count()).unwrap_or(1).min(f.entries)
+            };
+            let (mut lo, mut hi) = (1u32, durable.max(1));
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if f.entry(mid).is_some_and(|e| e.phy_offset < end) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            let keep = lo;
+            if keep > 1 {
+                if i == pos || keep < durable {
+                    f.cut_to(keep, store_time_of)?;
+                }
+                break;
+            }
+            first_doomed = i;
+        }
+        self.remove(files.get(first_doomed..).unwrap_or(&[]))?;
+        let full_end = self
+            .snapshot()
+            .iter()
+            .filter(|f| f.is_full())
+            .map(|f| f.end_timestamp())
+            .max()
+            .unwrap_or(0);
+        self.last_full_end_timestamp
+            .store(full_end, Ordering::Release);
+        Ok(true)
     }
 
     /// True if a full file awaits [`IndexService::flush`] (RocketMQ flushes it right after the

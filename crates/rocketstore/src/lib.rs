@@ -33,6 +33,8 @@ mod longpoll;
 mod message;
 mod mmap;
 mod offsets;
+#[cfg(feature = "powerloss")]
+pub mod powerloss;
 mod quarantine;
 mod read;
 mod rebuild;

@@ -184,6 +184,7 @@ pub fn rebuild_indexes(root: impl AsRef<Path>, config: StoreConfig) -> Result<Re
             durable_commitlog_offset: i64::try_from(scan.end).unwrap_or(i64::MAX),
             clean_shutdown: true,
             generation: old.ext.map_or(0, |e| e.generation) + 1,
+            window: None,
         }),
     };
     crate::checkpoint::write(root, &new_cp, sync)?;

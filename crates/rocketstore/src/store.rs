@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rocketstore_format::{Checkpoint, DecodeOptions};
+use rocketstore_format::{Checkpoint, DecodeOptions, RecoveryWindow};
 
 use crate::checkpoint;
 use crate::commitlog::{CommitLog, Prepared, RecordRef};
@@ -32,7 +32,7 @@ use crate::service::reput::{reput_end, Dispatcher, ReputService};
 use crate::service::schedule::{ScheduleCore, ScheduleService};
 use crate::service::{spawn, Health, Service, ServiceHandle, Signal, Wake};
 use crate::stats::{StatsCounters, StoreStats};
-use crate::util::{lock, now_ms};
+use crate::util::{boot_id, lock, now_ms};
 use crate::validate::{prepare, props_capacity, UniqKeyGen};
 
 mod views;
@@ -88,6 +88,19 @@ pub struct RecoveryReport {
     /// Consume queues in which a unit naming a record of the recovery window pointed at another
     /// record: cut there and refilled from the commit log (see `cq_check`).
     pub mismatched_queues: usize,
+    /// Commit log offset where the recovery walk started: after a crash, the start of the
+    /// checkpoint's recovery window when it has one (issue 17), else the start of
+    /// `scan_start_file`.
+    pub scan_start_offset: u64,
+    /// Bytes of commit log the recovery walk read (from `scan_start_offset` to the recovered
+    /// end, plus a fallback walk if the window's start was unusable).
+    pub walked_bytes: u64,
+    /// Abnormal recovery started from the checkpoint's recovery window.
+    pub from_window: bool,
+    /// The window was written in an earlier boot (or its boot is unknown): the page cache may
+    /// have been lost, so consume queues were cut to the window's start and the index to its
+    /// durable mark before re-dispatch.
+    pub power_loss: bool,
 }
 
 /// A RocketMQ-compatible message store rooted at a directory.
@@ -281,11 +294,19 @@ impl Store {
         } else {
             0
         };
+        // After a crash, a writable open with a recovery window keeps every index file: recovery
+        // cuts them back to the window's durable mark itself (spec §6.5 deletes the files newer
+        // than indexMsgTimestamp instead, and then re-dispatches from far back).
+        let window = valid_cp
+            .and_then(|c| c.ext)
+            .and_then(|e| e.window)
+            .filter(|_| abnormal && !read_only);
         let index = if config.message_index_enable {
             let slots = u32::try_from(config.max_hash_slot_num).unwrap_or(u32::MAX);
             let entries = u32::try_from(config.max_index_num).unwrap_or(u32::MAX);
             let index_ts = valid_cp.as_ref().map_or(0, |c| c.index_msg_timestamp);
-            match IndexService::load(root, slots, entries, !read_only, !abnormal, index_ts) {
+            let keep_all = !abnormal || window.is_some();
+            match IndexService::load(root, slots, entries, !read_only, keep_all, index_ts) {
                 Ok(i) => Some(Arc::new(i)),
                 // A foreign store whose index geometry differs from the configuration still
                 // opens read-only: with the geometry its file size implies at RocketMQ's 1:4
@@ -320,6 +341,7 @@ impl Store {
             &config,
             abnormal,
             valid_cp.as_ref(),
+            window,
             read_only,
         )?;
         let consumer_offsets = Arc::new(ConsumerOffsets::load(root)?);
@@ -1346,6 +1368,12 @@ pub(crate) fn take_lock(root: &Path) -> Result<File> {
 /// file (the last three files after a clean shutdown; the checkpoint's file after a crash), then
 /// consume queues truncated to the commit log end, dispatch of everything the consume queues
 /// and index lack, and the queue offset table rebuilt from the consume queues.
+///
+/// After a crash with a checkpoint recovery window (issue 17), the walk starts at the window's
+/// start offset instead, whatever the store's size. If the window was written in this boot the
+/// page cache survived and every structure is trusted as found (duplicates are skipped on
+/// re-dispatch); otherwise (a power loss) the consume queues are cut to the window's start and
+/// the index to its durable mark, and everything after is re-dispatched.
 #[allow(clippy::too_many_arguments)]
 fn recover(
     log: &CommitLog,
@@ -1355,33 +1383,80 @@ fn recover(
     cfg: &StoreConfig,
     abnormal: bool,
     cp: Option<&Checkpoint>,
+    window: Option<RecoveryWindow>,
     read_only: bool,
 ) -> Result<RecoveryReport> {
     cqs.recover_all()?;
     let max_record = u32::try_from(cfg.max_record_size()).unwrap_or(u32::MAX);
     let files = log.queue().len();
-    let start = if abnormal {
-        let min_ts = cp.map_or(0, |c| {
-            if cfg.message_index_enable {
-                c.min_timestamp_index()
-            } else {
-                c.min_timestamp()
-            }
-        });
-        log.abnormal_start_index(min_ts, max_record)
-    } else {
-        files.saturating_sub(3)
+    let full_start = |abnormal: bool| {
+        if abnormal {
+            let min_ts = cp.map_or(0, |c| {
+                if cfg.message_index_enable {
+                    c.min_timestamp_index()
+                } else {
+                    c.min_timestamp()
+                }
+            });
+            log.abnormal_start_index(min_ts, max_record)
+        } else {
+            files.saturating_sub(3)
+        }
     };
+    // The window's start as (file index, position in the file), if it lies in a file.
+    let window_start = window.and_then(|w| {
+        let s = u64::try_from(w.start_offset).ok()?;
+        if s < log.min_offset() {
+            return None;
+        }
+        let all = log.queue().files();
+        let i = all.iter().rposition(|f| f.from() <= s)?;
+        let pos = usize::try_from(s - all.get(i)?.from()).ok()?;
+        (pos < all.get(i)?.size()).then_some((i, pos))
+    });
+    let power_loss = window.is_some_and(|w| w.boot_id == [0; 16] || w.boot_id != boot_id());
     // A read-only open changes nothing on disk and may race a live writer (which keeps
     // flushing and rewriting the checkpoint), so only a writable open holds the scan to the
     // checkpoint's durable offset.
     let durable = crate::rebuild::durable_offset(cp).filter(|_| !read_only);
     let mut tails = crate::rebuild::QueueTails::default();
-    let mut window = crate::cq_check::Window::default();
-    let scan = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |rec, _| {
-        tails.note(rec);
-        window.note(rec);
-    });
+    let mut cq_window = crate::cq_check::Window::default();
+    let mut walked = 0;
+    let mut from_window = false;
+    let mut scan = None;
+    let mut start = 0;
+    if let Some((i, pos)) = window_start {
+        let begin = log.queue().files().get(i).map_or(0, |f| f.from()) + pos as u64;
+        let s = log.scan_for_end_at(i, pos, cfg.check_crc_on_recover, max_record, |rec, _| {
+            tails.note(rec);
+            cq_window.note(rec);
+        });
+        walked += s.end.saturating_sub(begin);
+        // Damage right at a start below the durable offset (a record must be there) falls back
+        // to the full rule; at or past the durable offset it is just a torn tail.
+        if s.records > 0 || s.damage.is_none() || durable.is_none_or(|d| begin >= d) {
+            start = i;
+            from_window = true;
+            scan = Some((s, begin));
+        } else {
+            tails = crate::rebuild::QueueTails::default();
+            cq_window = crate::cq_check::Window::default();
+        }
+    }
+    let (scan, scan_from) = match scan {
+        Some(s) => s,
+        None => {
+            start = full_start(abnormal);
+            let begin = log.queue().files().get(start).map_or(0, |f| f.from());
+            let s = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |rec, _| {
+                tails.note(rec);
+                cq_window.note(rec);
+            });
+            walked += s.end.saturating_sub(begin);
+            let begin = begin.min(s.end);
+            (s, begin)
+        }
+    };
     let quarantine_dir = crate::quarantine::check_or_quarantine(
         log.queue().dir().parent().unwrap_or(log.queue().dir()),
         log,
@@ -1390,13 +1465,6 @@ fn recover(
         &scan,
         read_only,
     )?;
-    // Where the scan (and its queue tail check) started.
-    let scan_from = log
-        .queue()
-        .files()
-        .get(start)
-        .map_or(scan.end, |f| f.from())
-        .min(scan.end);
     let files_removed = log.truncate_to(scan.end)?;
     let mut redispatched = 0;
     let mut backfilled_units = 0;
@@ -1409,11 +1477,27 @@ fn recover(
                 index.destroy_all()?;
             }
         }
-        cqs.truncate_all(scan.end)?;
+        // After a power loss units past the window's start may be torn: cut them (and anything
+        // past the walk's start) and re-dispatch.
+        let window_offset = window.map_or(scan_from, |w| {
+            u64::try_from(w.start_offset).unwrap_or(0).min(scan_from)
+        });
+        cqs.truncate_all(if power_loss { window_offset } else { scan.end })?;
+        if let (true, Some(index), Some(w)) = (power_loss, index, window) {
+            let store_time_of = |phy: i64| {
+                let rec = log.record_at(u64::try_from(phy).ok()?)?;
+                rocketstore_format::peek_store_timestamp(rec.bytes())
+            };
+            let cut = w.index_file != 0
+                && index.cut_to_mark(w.index_file, w.index_count, scan.end, &store_time_of)?;
+            if !cut {
+                index.destroy_all()?;
+            }
+        }
         // Units that do not point at their record are cut off; the queues they belong to and
         // queues that lost units are refilled from the commit log below.
         let mut suspects = crate::rebuild::repair_cq_tails(log, cqs)?;
-        let mismatched = crate::cq_check::cut_mismatched_units(log, cqs, &window)?;
+        let mismatched = crate::cq_check::cut_mismatched_units(log, cqs, &cq_window)?;
         mismatched_queues = mismatched.len();
         suspects.extend(mismatched);
         suspects.extend(tails.lagging(cqs, crate::rebuild::max_queue_id(cfg)));
@@ -1429,12 +1513,7 @@ fn recover(
             from = from.min(index.last_end_phy_offset().max(0) as u64);
         }
         if abnormal {
-            let scan_start = log
-                .queue()
-                .files()
-                .get(start)
-                .map_or(log.min_offset(), |f| f.from());
-            from = from.min(scan_start);
+            from = from.min(scan_from);
         }
         let from = from.max(log.min_offset());
         (repaired_queues, backfilled_units) =
@@ -1469,6 +1548,10 @@ fn recover(
         index_files_removed: 0,
         quarantine_dir,
         mismatched_queues,
+        scan_start_offset: scan_from,
+        walked_bytes: walked,
+        from_window,
+        power_loss,
     })
 }
 

@@ -20,6 +20,27 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// This boot's `/proc/sys/kernel/random/boot_id` as 16 bytes, or zeros when unknown (not Linux,
+/// or unreadable). Two equal non-zero ids mean the page cache was never lost in between: every
+/// byte a crashed process put into a shared mapping is still in the file.
+pub(crate) fn boot_id() -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let Ok(text) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") else {
+        return out;
+    };
+    let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+    if hex.len() != 32 {
+        return out;
+    }
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).unwrap_or("0");
+        if let (Some(slot), Ok(v)) = (out.get_mut(i), u8::from_str_radix(s, 16)) {
+            *slot = v;
+        }
+    }
+    out
+}
+
 /// `fsync` a directory so entries created, renamed or removed in it are durable.
 pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
     let f = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;

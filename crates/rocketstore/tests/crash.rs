@@ -103,6 +103,7 @@ fn body_for(seq: u64) -> Vec<u8> {
 fn child(dir: &str, mode: &str, seed: u64) {
     let store = Store::open(dir, config(mode)).unwrap();
     let cleanup = std::env::var("ROCKETSTORE_CRASH_CLEANUP").is_ok_and(|v| v == "1");
+    let pause_at = env_num("ROCKETSTORE_CRASH_PAUSE_AT");
     let mut rng = Rng(seed | 1);
     let mut seq = seed << 32;
     let out = std::io::stdout();
@@ -140,7 +141,13 @@ fn child(dir: &str, mode: &str, seed: u64) {
             }
         }
         lock.flush().unwrap();
+        drop(lock);
         seq += n as u64;
+        if pause_at.is_some_and(|n| store.max_commitlog_offset() >= n) {
+            println!("PAUSED");
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(600));
+        }
     }
 }
 
@@ -289,7 +296,14 @@ fn run_writer(dir: &Path, mode: &str, rng: &mut Rng, run: u64) -> (usize, Durati
         ("ROCKETSTORE_CRASH_CHILD_SEED", (run + 1).to_string()),
     ]);
     let reader = ack_reader(child.stdout.take().unwrap());
-    std::thread::sleep(Duration::from_millis(30 + rng.below(400)));
+    // Every fifth run writes past a few checkpoint intervals, so the kill lands while writes
+    // continue after a recovery window was recorded.
+    let ms = if run % 5 == 4 {
+        1500 + rng.below(1500)
+    } else {
+        30 + rng.below(400)
+    };
+    std::thread::sleep(Duration::from_millis(ms));
     child.kill().unwrap(); // SIGKILL
     let _ = child.wait();
     let acks = reader.join().unwrap();
@@ -325,10 +339,12 @@ fn verify_after_crash(
     rng: &mut Rng,
     label: &str,
 ) -> Duration {
+    let window = checkpoint_window(dir);
     let t = Instant::now();
     let store = Store::open(dir, config(mode)).unwrap_or_else(|e| panic!("{label}: reopen: {e}"));
     let recovery = t.elapsed();
     assert!(store.recovery_report().abnormal);
+    check_window(&store, window, label);
     // Cleanup may have deleted old files; with a transient pool (A2), acknowledged messages that
     // were not committed yet may be lost, but only a suffix.
     let min = store.min_commitlog_offset();
@@ -388,6 +404,86 @@ fn verify_after_crash(
     assert_eq!(r.status, PutStatus::PutOk);
     store.close().unwrap();
     recovery
+}
+
+/// The recovery window start of the checkpoint on disk, if it has one.
+fn checkpoint_window(dir: &Path) -> Option<u64> {
+    let bytes = std::fs::read(dir.join("checkpoint")).ok()?;
+    let cp = rocketstore::format::Checkpoint::decode(&bytes).ok()?;
+    let w = cp.ext?.window?;
+    u64::try_from(w.start_offset.min(cp.ext?.durable_commitlog_offset)).ok()
+}
+
+/// Issue 17: a crash recovery with a window in the checkpoint walks from the window's start
+/// (the page cache survived a kill -9, so nothing is cut back), and only to the end.
+fn check_window(store: &Store, window: Option<u64>, label: &str) {
+    let r = store.recovery_report();
+    let Some(start) = window.filter(|&s| s >= store.min_commitlog_offset()) else {
+        return;
+    };
+    assert!(r.from_window, "{label}: window at {start} not used: {r:?}");
+    assert!(!r.power_loss, "{label}: same boot taken for a power loss");
+    assert_eq!(r.scan_start_offset, start, "{label}: {r:?}");
+    assert_eq!(r.walked_bytes, r.end_offset - start, "{label}: {r:?}");
+}
+
+/// Issue 17: a writer fills several commit log files, pauses past the checkpoint interval and
+/// is killed; the reopen walks only from the checkpoint's window (its start file and bytes
+/// walked) and every acknowledged key is found by `query_message`. Returns (acks, files,
+/// walked bytes).
+fn run_paused_writer(mode: &str) -> (usize, usize, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let file_size = 256 * 1024;
+    let mut child = spawn_child(&[
+        ("ROCKETSTORE_CRASH_CHILD", "1".into()),
+        ("ROCKETSTORE_CRASH_DIR", dir.path().display().to_string()),
+        ("ROCKETSTORE_CRASH_MODE", mode.into()),
+        ("ROCKETSTORE_CRASH_CHILD_SEED", "5".into()),
+        (
+            "ROCKETSTORE_CRASH_PAUSE_AT",
+            (5 * file_size + 1000).to_string(),
+        ),
+    ]);
+    let mut acks = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line == "PAUSED" {
+            break;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 6 && f[0] == "ACK" {
+            acks.push((f[1].parse::<u64>().unwrap(), f[5].parse::<u64>().unwrap()));
+        }
+    }
+    // Past the checkpoint interval (flush_interval_consume_queue, 1 s) twice over.
+    std::thread::sleep(Duration::from_millis(3500));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let window = checkpoint_window(dir.path()).expect("a checkpoint with a recovery window");
+    let store = Store::open(dir.path(), config(mode)).unwrap();
+    let r = store.recovery_report().clone();
+    let label = format!("paused {mode} writer");
+    check_window(&store, Some(window), &label);
+    let files = store.stats().commitlog_files;
+    assert!(files >= 6, "{label}: {files} files");
+    // Everything was durable and dispatched before the pause: the walk starts in the last file.
+    assert_eq!(r.scan_start_file, files - 1, "{label}: {r:?}");
+    assert!(r.walked_bytes < file_size, "{label}: {r:?}");
+    for &(offset, seq) in &acks {
+        let topic = TOPICS[(seq % 3) as usize];
+        let q = store
+            .query_message(topic, &format!("k{seq}"), 32, 0, i64::MAX)
+            .unwrap();
+        assert!(
+            q.messages
+                .iter()
+                .any(|m| m.commitlog_offset as u64 == offset),
+            "{label}: key k{seq} not found"
+        );
+    }
+    check_consistency(&store, &label);
+    store.close().unwrap();
+    (acks.len(), files, r.walked_bytes)
 }
 
 /// A3 (with `--features failpoints`): a SYNC writer child aborts at the `skip + 1`-th hit of a
@@ -586,7 +682,10 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--list") {
-        println!("crash_sync: test\ncrash_async: test\ncrash_during_recovery: test");
+        println!(
+            "crash_sync: test\ncrash_async: test\ncrash_paused_sync: test\n\
+             crash_paused_async: test\ncrash_during_recovery: test"
+        );
         return;
     }
     let slow = args
@@ -628,6 +727,15 @@ fn main() {
             "test crash_{mode} ... ok ({} kill -9 runs, {acked} acknowledged messages, 0 lost, \
              CQ and index consistent; recovery p50 {p50:?}, max {max:?})",
             runs / 2
+        );
+        passed += 1;
+    }
+    for mode in ["sync", "async"] {
+        let (acks, files, walked) = run_paused_writer(mode);
+        println!(
+            "test crash_paused_{mode} ... ok ({acks} acknowledged keys in {files} commit log \
+             files all found by query_message; the reopen walked {walked} bytes from the \
+             checkpoint's window)"
         );
         passed += 1;
     }

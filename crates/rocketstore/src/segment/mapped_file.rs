@@ -111,6 +111,8 @@ impl MappedFile {
                 if let Some(dir) = path.parent() {
                     crate::util::fsync_dir(dir)?;
                 }
+                #[cfg(feature = "powerloss")]
+                crate::powerloss::created(path, size);
             }
             let mf = Self::map(
                 path,
@@ -356,6 +358,12 @@ impl MappedFile {
                     self.size - (pos - pos % OS_PAGE_SIZE),
                 )
                 .map_err(|e| Error::io("msync", &self.path, e))?;
+            #[cfg(feature = "powerloss")]
+            crate::powerloss::synced(
+                &self.path,
+                pos - pos % OS_PAGE_SIZE,
+                self.size - (pos - pos % OS_PAGE_SIZE),
+            );
         }
         Ok(zeroed)
     }
@@ -388,6 +396,8 @@ impl MappedFile {
         self.region
             .flush_range(start, read - start)
             .map_err(|e| Error::io("msync", &self.path, e))?;
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::synced(&self.path, start, read - start);
         // Release: a reader of `flushed` sees a position whose bytes were made durable.
         self.flushed.fetch_max(read, Ordering::AcqRel);
         Ok(self.flushed())
@@ -471,6 +481,8 @@ impl MappedFile {
             region
                 .flush_range(0, self.size)
                 .map_err(|e| Error::io("msync", &self.path, e))?;
+            #[cfg(feature = "powerloss")]
+            crate::powerloss::synced(&self.path, 0, self.size);
         }
         if region.lock().is_ok() {
             self.locked.store(true, Ordering::Release);
@@ -517,6 +529,8 @@ impl MappedFile {
         fail::fail_point!(fp::UNLINK, |arg| Err(fp::injected(
             "unlink", &self.path, arg
         )));
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::removed(&self.path);
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -6,18 +6,31 @@
 //! every second): physicMsgTimestamp is the store time covered by the last full commit log
 //! flush, logicsMsgTimestamp the store time of the last dispatched record, indexMsgTimestamp the
 //! end time of the last full index file; our extension records the durable commit log offset.
+//!
+//! Recovery window (issue 17): each run also makes the index durable up to its newest entry
+//! (msync of the header, slots and written entries) and fully flushes every consume queue
+//! whose first unflushed unit names a record below the dispatch position captured one run
+//! earlier. The checkpoint then records, as a [`RecoveryWindow`], a start offset below which
+//! every consume queue unit and index entry is durable (the smallest of that captured position,
+//! the index mark's end offset and the durable commit log offset), so abnormal recovery walks
+//! only a few seconds of writes whatever the store's size. The first 24 bytes follow: the
+//! logics timestamp is the one captured with that position, the index timestamp one
+//! millisecond before the store time of the index mark's last record (every entry of a record
+//! stored at or before it is durable). The index mark may name records past the durable
+//! commit log offset (ASYNC_FLUSH dispatches before the flush): after a power loss recovery
+//! cuts the index further, to the records the commit log kept.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rocketstore_format::{Checkpoint, CheckpointExt};
+use rocketstore_format::{Checkpoint, CheckpointExt, RecoveryWindow};
 
 use crate::commitlog::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
 use crate::error::Result;
-use crate::index::IndexService;
+use crate::index::{IndexMark, IndexService};
 use crate::offsets::ConsumerOffsets;
 use crate::service::reput::Dispatcher;
 use crate::service::{Service, Wake};
@@ -32,6 +45,16 @@ pub(crate) struct CheckpointSource {
     index: Option<Arc<IndexService>>,
     sync: bool,
     last: Mutex<Checkpoint>,
+    /// The durable marks the next checkpoint records (see the module doc).
+    marks: Mutex<Marks>,
+}
+
+/// What the flush service last made durable.
+#[derive(Debug, Clone, Copy, Default)]
+struct Marks {
+    window: Option<RecoveryWindow>,
+    logics_ts: i64,
+    index_ts: i64,
 }
 
 impl CheckpointSource {
@@ -44,6 +67,13 @@ impl CheckpointSource {
         loaded: Option<Checkpoint>,
     ) -> Self {
         let last = loaded.unwrap_or_default();
+        // The loaded window still holds after recovery: nothing below its start or before its
+        // index mark was changed. It is re-stamped with this boot's id (our page cache now holds
+        // what recovery wrote), and clamped to the durable offset at each write.
+        let window = last.ext.and_then(|e| e.window).map(|w| RecoveryWindow {
+            boot_id: crate::util::boot_id(),
+            ..w
+        });
         Self {
             root: root.to_path_buf(),
             log,
@@ -51,7 +81,19 @@ impl CheckpointSource {
             index,
             sync,
             last: Mutex::new(last),
+            marks: Mutex::new(Marks {
+                window,
+                ..Marks::default()
+            }),
         }
+    }
+
+    /// Sets the recovery window and the timestamps that go with it (flush service).
+    fn set_marks(&self, window: RecoveryWindow, logics_ts: i64, index_ts: i64) {
+        let mut m = lock(&self.marks);
+        m.window = Some(window);
+        m.logics_ts = m.logics_ts.max(logics_ts);
+        m.index_ts = m.index_ts.max(index_ts);
     }
 
     /// Rewrites the checkpoint; timestamps never move backwards.
@@ -66,12 +108,18 @@ impl CheckpointSource {
         } else {
             self.log.queue().store_timestamp()
         };
+        let marks = *lock(&self.marks);
+        let durable = self.log.queue().flushed_where() as i64;
+        // A clean shutdown flushed every consume queue (on_shutdown) before this write.
+        let logics = if clean {
+            self.dispatcher.logics_timestamp()
+        } else {
+            marks.logics_ts
+        };
         let cp = Checkpoint {
             physic_msg_timestamp: last.physic_msg_timestamp.max(physic),
-            logics_msg_timestamp: last
-                .logics_msg_timestamp
-                .max(self.dispatcher.logics_timestamp()),
-            index_msg_timestamp: last.index_msg_timestamp.max(
+            logics_msg_timestamp: last.logics_msg_timestamp.max(logics),
+            index_msg_timestamp: last.index_msg_timestamp.max(marks.index_ts).max(
                 self.index
                     .as_ref()
                     .map_or(0, |i| i.last_full_end_timestamp()),
@@ -79,9 +127,13 @@ impl CheckpointSource {
             master_flushed_offset: 0,
             confirm_phy_offset: 0,
             ext: Some(CheckpointExt {
-                durable_commitlog_offset: self.log.queue().flushed_where() as i64,
+                durable_commitlog_offset: durable,
                 clean_shutdown: clean,
                 generation: last.ext.as_ref().map_or(0, |e| e.generation) + 1,
+                window: marks.window.map(|w| RecoveryWindow {
+                    start_offset: w.start_offset.min(durable),
+                    ..w
+                }),
             }),
         };
         crate::checkpoint::write(&self.root, &cp, self.sync)?;
@@ -100,6 +152,11 @@ pub(crate) struct FlushCqService {
     least_pages: usize,
     thorough_interval: Duration,
     last_thorough: Instant,
+    boot_id: [u8; 16],
+    /// (logics timestamp, dispatch position) captured at the previous run.
+    captured: Option<(i64, u64)>,
+    /// The newest index mark that counts.
+    index_mark: Option<IndexMark>,
 }
 
 impl FlushCqService {
@@ -117,7 +174,51 @@ impl FlushCqService {
             least_pages: cfg.flush_consume_queue_least_pages as usize,
             thorough_interval: Duration::from_millis(cfg.flush_consume_queue_thorough_interval),
             last_thorough: Instant::now(),
+            boot_id: crate::util::boot_id(),
+            captured: None,
+            index_mark: None,
         }
+    }
+
+    /// Makes the index durable to a new mark and moves the recovery window forward (see the
+    /// module doc).
+    fn advance_window(&mut self) -> Result<()> {
+        let now = (
+            self.checkpoint.dispatcher.logics_timestamp(),
+            self.checkpoint.dispatcher.reput_from(),
+        );
+        let captured = self.captured.replace(now);
+        if let Some((_, pos)) = captured {
+            self.cqs.flush_below(pos)?;
+        }
+        let mark = match &self.checkpoint.index {
+            Some(index) => index.flush_mark()?,
+            None => None,
+        };
+        let durable = self.checkpoint.log.queue().flushed_where();
+        if mark.is_some() {
+            self.index_mark = mark;
+        }
+        let Some((logics, pos)) = captured else {
+            return Ok(());
+        };
+        let mut start = pos.min(durable);
+        let (mut index_file, mut index_count, mut index_ts) = (0, 0, 0);
+        if self.checkpoint.index.is_some() {
+            let Some(m) = self.index_mark else {
+                return Ok(());
+            };
+            start = start.min(u64::try_from(m.end_phy).unwrap_or(0));
+            (index_file, index_count, index_ts) = (m.file, m.count, m.end_ts.saturating_sub(1));
+        }
+        let window = RecoveryWindow {
+            boot_id: self.boot_id,
+            start_offset: i64::try_from(start).unwrap_or(i64::MAX),
+            index_file,
+            index_count,
+        };
+        self.checkpoint.set_marks(window, logics, index_ts);
+        Ok(())
     }
 }
 
@@ -135,13 +236,7 @@ impl Service for FlushCqService {
         }
         self.cqs
             .flush_all(if thorough { 0 } else { self.least_pages })?;
-        if let Some(index) = &self.checkpoint.index {
-            // A full index file is flushed once, after it rolled (RocketMQ flushes it on a new
-            // thread); its end time then becomes the checkpoint's indexMsgTimestamp.
-            if index.has_unflushed_full() {
-                index.flush()?;
-            }
-        }
+        self.advance_window()?;
         self.offsets.persist(self.checkpoint.sync)?;
         self.checkpoint.write(false)
     }
