@@ -394,7 +394,8 @@ class ArrayOnly:
         self._batch = batch
 
     def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
-        return self._batch.__arrow_c_array__(requested_schema)
+        schema, array = self._batch.__arrow_c_array__(requested_schema)
+        return schema, array
 
 
 def test_put_batch_from_any_arrow_stream_producer(store: MessageStore) -> None:
@@ -439,9 +440,7 @@ def test_malformed_arrow_data_never_crashes(store: MessageStore) -> None:
     # offset inside, or invalid UTF-8 in a string column, reaches the producer interface.
     decreasing = pa.py_buffer(struct.pack("<3i", 0, 2, 1))
     two_bodies = pa.array([b"x", b"y"])
-    for bad in (
-        pa.Array.from_buffers(pa.string(), 2, [None, decreasing, pa.py_buffer(b"ab")]),
-    ):
+    for bad in (pa.Array.from_buffers(pa.string(), 2, [None, decreasing, pa.py_buffer(b"ab")]),):
         t = pa.Table.from_arrays([bad, two_bodies], names=["topic", "body"])
         check_refused(store, t, ValueError)
     t = pa.Table.from_arrays(

@@ -117,8 +117,8 @@ class Figure:
     size: int
     messages: int = 0
     seconds: float = 0.0
-    cpu_seconds: float = 0.0
     body_bytes: int = 0
+    cpu_seconds: float = 0.0
     baseline: str | None = None
     ratio: float | None = None
     skipped: str | None = None

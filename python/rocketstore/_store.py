@@ -26,9 +26,9 @@ class ArrowArrayExportable(Protocol):
     """Any object with Arrow's C Data PyCapsule method for a struct array (a pyarrow
     ``RecordBatch``, ...)."""
 
-    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]: ...
-
-
+    def __arrow_c_array__(
+        self, requested_schema: object | None = None
+    ) -> tuple[object, object]: ...
 
 
 class GetMessageStatus(enum.StrEnum):

@@ -208,15 +208,28 @@ pub fn parse_properties_into<'a>(bytes: &'a [u8], out: &mut Vec<(&'a str, &'a st
     let Ok(text) = std::str::from_utf8(bytes) else {
         return false;
     };
-    for segment in text.split(char::from(PROPERTY_SEPARATOR)) {
-        if let Some((name, value)) = segment.split_once(char::from(NAME_VALUE_SEPARATOR)) {
-            if !name.is_empty() && !value.is_empty() {
-                match out.iter_mut().find(|(k, _)| *k == name) {
-                    Some(slot) => slot.1 = value,
-                    None => out.push((name, value)),
+    // Byte searches, then O(1) slicing of the checked text at ASCII separators.
+    let mut start = 0;
+    while start <= bytes.len() {
+        let rest = bytes.get(start..).unwrap_or_default();
+        let end = rest
+            .iter()
+            .position(|&b| b == PROPERTY_SEPARATOR)
+            .map_or(bytes.len(), |p| start + p);
+        let segment = bytes.get(start..end).unwrap_or_default();
+        if let Some(sep) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) {
+            let name = text.get(start..start + sep);
+            let value = text.get(start + sep + 1..end);
+            if let (Some(name), Some(value)) = (name, value) {
+                if !name.is_empty() && !value.is_empty() {
+                    match out.iter_mut().find(|(k, _)| *k == name) {
+                        Some(slot) => slot.1 = value,
+                        None => out.push((name, value)),
+                    }
                 }
             }
         }
+        start = end + 1;
     }
     true
 }

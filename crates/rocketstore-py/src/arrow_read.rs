@@ -305,6 +305,8 @@ pub(crate) struct MessageColumns {
     /// Record bytes taken so far plus the per-row allowance (bounds every string column).
     budget_used: usize,
     scratch: Vec<(&'static str, &'static str)>,
+    /// Rows this batch may hold (capacity planning).
+    rows: usize,
 }
 
 impl MessageColumns {
@@ -345,6 +347,7 @@ impl MessageColumns {
             ids: MsgIds::default(),
             budget_used: 0,
             scratch: Vec::new(),
+            rows,
         }
     }
 
@@ -362,6 +365,9 @@ impl MessageColumns {
             return false;
         }
         self.budget_used = self.budget_used.saturating_add(need);
+        if self.len() == 0 {
+            self.reserve_like(v);
+        }
         self.topic.push(v.topic.as_bytes());
         self.queue_id.push(v.queue_id);
         self.queue_offset.push(v.queue_offset);
@@ -383,6 +389,28 @@ impl MessageColumns {
             .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
         self.msg_id.close_value();
         true
+    }
+
+    /// Reserves room for `rows` records like `v` (the first): reserved, untouched memory
+    /// costs nothing, while growing a column copies it and faults its pages in again.
+    fn reserve_like(&mut self, v: &RecordView<'_>) {
+        let rows = self.rows;
+        let cap = |per_row: usize| rows.saturating_mul(per_row).min(MAX_COLUMN_BYTES);
+        self.body.data.reserve(cap(v.body.len()));
+        self.topic.data.reserve(cap(v.topic.len()));
+        let props = v.properties_raw.len();
+        for col in [
+            &mut self.prop_keys,
+            &mut self.prop_values,
+            &mut self.tags,
+            &mut self.keys,
+            &mut self.uniq_key,
+        ] {
+            col.data.reserve(cap(props));
+        }
+        let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
+        self.prop_keys.offsets.reserve(rows.saturating_mul(pairs));
+        self.prop_values.offsets.reserve(rows.saturating_mul(pairs));
     }
 
     fn push_properties(&mut self, raw: &[u8]) {

@@ -184,8 +184,7 @@ pub(crate) fn get_message_with<T>(
     let max_pull = max_total_bytes.unwrap_or(128 << 20).clamp(100, 128 << 20);
     let window_bytes = limits.filter_bytes.max(max_msgs * 20);
     let window_units = (window_bytes / 20).max(1) as usize;
-    let units = cq.units_from(offset, window_units);
-    if units.is_empty() {
+    let Some(units) = cq.cursor(offset, window_units) else {
         let upf = cq.units_per_file().max(1);
         return empty(
             GetStatus::OffsetFoundNull,
@@ -193,7 +192,7 @@ pub(crate) fn get_message_with<T>(
             min,
             max,
         );
-    }
+    };
     let max_phy = log.max_offset();
     let file_size = log.file_size();
     let mut status = GetStatus::NoMatchedMessage;

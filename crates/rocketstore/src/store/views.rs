@@ -261,8 +261,12 @@ impl Store {
         let mut taken = 0usize;
         while next < end && taken < max {
             let want = usize::try_from(end - next).unwrap_or(usize::MAX);
-            let units = cq.units_from(next, want.min(UNITS_PER_ROUND));
-            if units.is_empty() {
+            let mut units = cq
+                .cursor(next, want.min(UNITS_PER_ROUND))
+                .into_iter()
+                .flatten()
+                .peekable();
+            if units.peek().is_none() {
                 // The consume queue file holding `next` is gone: continue at the next file.
                 let upf = cq.units_per_file().max(1);
                 next = next + upf - next.rem_euclid(upf);
