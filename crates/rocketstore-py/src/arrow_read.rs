@@ -312,7 +312,9 @@ pub(crate) struct MessageColumns {
 impl MessageColumns {
     pub(crate) fn new(rows_hint: usize) -> Self {
         let rows = rows_hint.min(1 << 16);
-        let s = |bytes_per_row: usize| Utf8Col::with_capacity(rows, rows * bytes_per_row);
+        // The data of the variable-length columns is reserved on the first record (see
+        // `reserve_like`): allocated once, at its size, never regrown (a realloc would copy).
+        let s = |_bytes_per_row: usize| Utf8Col::with_capacity(rows, 0);
         let mut prop_offsets = Vec::with_capacity(rows + 1);
         prop_offsets.push(0);
         MessageColumns {
@@ -398,6 +400,9 @@ impl MessageColumns {
         let cap = |per_row: usize| rows.saturating_mul(per_row).min(MAX_COLUMN_BYTES);
         self.body.data.reserve(cap(v.body.len()));
         self.topic.data.reserve(cap(v.topic.len()));
+        self.born_host.col.data.reserve(cap(24));
+        self.store_host.col.data.reserve(cap(24));
+        self.msg_id.data.reserve(cap(40));
         let props = v.properties_raw.len();
         for col in [
             &mut self.prop_keys,
