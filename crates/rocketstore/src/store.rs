@@ -1160,6 +1160,16 @@ impl Store {
         end: i64,
     ) -> Result<Vec<RecordHandle>> {
         self.check_readable()?;
+        if self.tail_index.is_some() {
+            // Read-only after a crash: the in-memory tail map adds hits past the index files.
+            let r = self.query_message(topic, key, max_num, begin, end)?;
+            return Ok(r
+                .messages
+                .iter()
+                .filter_map(|m| u64::try_from(m.commitlog_offset).ok())
+                .filter_map(|o| self.log.record_at(o).map(RecordHandle))
+                .collect());
+        }
         let Some(index) = &self.index else {
             return Err(Error::invalid(
                 "key",
