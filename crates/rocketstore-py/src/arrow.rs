@@ -491,7 +491,8 @@ impl<'a> Flat<'a> {
                 None => {}
                 Some(Keys::Joined(col)) => {
                     if let Some(s) = col.get_str(i, row, "keys")? {
-                        self.keys.extend(split_keys(s));
+                        // One string is stored as is (the keys rule of rocketstore_format::keys).
+                        self.keys.extend(rocketstore::format::keys::key_parts(s));
                     }
                 }
                 Some(Keys::List(col)) => {
@@ -523,11 +524,6 @@ impl<'a> Flat<'a> {
         }
         Ok(())
     }
-}
-
-/// The keys of a space-separated `keys` string (empty items dropped), as `put()` takes them.
-pub(crate) fn split_keys(s: &str) -> impl Iterator<Item = &str> {
-    s.split(' ').filter(|k| !k.is_empty())
 }
 
 /// Parses the hosts of one column, caching the last distinct value (rows usually repeat one).

@@ -739,7 +739,11 @@ impl Message {
 
     fn keys_list(&self) -> Vec<String> {
         self.property(property::KEYS)
-            .map(|k| crate::arrow::split_keys(&k).map(str::to_owned).collect())
+            .map(|k| {
+                rocketstore::format::keys::index_tokens(&k)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
