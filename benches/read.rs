@@ -5,12 +5,21 @@
 //!   32 (RocketMQ's in-memory transfer limit, the default) and 1,024 messages (limits raised).
 //!   Every message is copied out of the mapping and its body CRC checked (the read path decodes
 //!   with `check_crc`). Throughput in messages.
+//! * `read_cq/get_message_records/{32,1024}`: the same reads without copying (`RecordHandle`s
+//!   viewed in place, each body touched): what the Python binding builds its messages from.
+//! * `read_log/visit_records/65536`: the commit log in order, borrowed views (`Store::visit_records`,
+//!   what `read_arrow` fills its columns from), each body touched.
 //! * `index/query_message`: `Store::query_message` of one key (hash slot, index chain, commit log
 //!   record, owned decode), keys in a scrambled order. Throughput in lookups.
+//!
+//! Criterion measures wall time. After each group, a `[rocketstore] cpu ...` line reports the
+//! same loop run for two seconds with the process CPU time (every thread, from
+//! `/proc/self/stat`) per message beside msg/s, because CPU per message is what stays stable on
+//! a shared machine.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rocketstore::{GetStatus, PutMessage, Store};
@@ -57,6 +66,42 @@ fn setup(dir: &std::path::Path) -> Store {
     store
 }
 
+/// Process CPU time (user + system, every thread) from `/proc/self/stat`, in 10 ms ticks.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Runs `step` (which reads `per_step` messages) for about two seconds and reports msg/s and
+/// process CPU ns per message.
+fn cpu_figure(name: &str, per_step: u64, mut step: impl FnMut()) {
+    let (c0, t0) = (process_cpu(), Instant::now());
+    let mut msgs = 0u64;
+    while t0.elapsed() < Duration::from_secs(2) {
+        step();
+        msgs += per_step;
+    }
+    let (wall, cpu) = (t0.elapsed(), process_cpu().saturating_sub(c0));
+    let rate = msgs as f64 / wall.as_secs_f64();
+    let ns = cpu.as_nanos() as f64 / msgs.max(1) as f64;
+    report(
+        &format!("cpu {name}"),
+        &format!(
+            "{:.2} M msg/s, {ns:.0} ns CPU per message (process, all threads)",
+            rate / 1e6
+        ),
+        &format!("\"msgs_per_s\": {rate:.0}, \"cpu_ns_per_msg\": {ns:.1}"),
+    );
+}
+
 fn read(c: &mut Criterion) {
     let dir = bench_root("read");
     let store = setup(dir.path());
@@ -84,8 +129,93 @@ fn read(c: &mut Criterion) {
                 });
             },
         );
+        g.bench_with_input(
+            BenchmarkId::new("get_message_records", batch),
+            &batch,
+            |b, &batch| {
+                b.iter(|| {
+                    if off + batch as i64 > per_queue {
+                        off = 0;
+                        q = (q + 1) % QUEUES as i32;
+                    }
+                    let r = store
+                        .get_message_records(TOPIC, q, off, batch, None, None)
+                        .unwrap();
+                    debug_assert_eq!(r.records.len(), batch);
+                    off = r.next_begin_offset;
+                    let mut sum = 0usize;
+                    for h in &r.records {
+                        sum += h.view().map_or(0, |v| v.body.len());
+                    }
+                    black_box(sum);
+                });
+            },
+        );
     }
     g.finish();
+    for batch in [32usize, 1024] {
+        let (mut q, mut off) = (0i32, 0i64);
+        let mut next = |owned: bool| {
+            if off + batch as i64 > per_queue {
+                off = 0;
+                q = (q + 1) % QUEUES as i32;
+            }
+            if owned {
+                let r = store.get_message(TOPIC, q, off, batch, None, None).unwrap();
+                off = r.next_begin_offset;
+                black_box(r.messages);
+            } else {
+                let r = store
+                    .get_message_records(TOPIC, q, off, batch, None, None)
+                    .unwrap();
+                off = r.next_begin_offset;
+                let sum: usize = r
+                    .records
+                    .iter()
+                    .map(|h| h.view().map_or(0, |v| v.body.len()))
+                    .sum();
+                black_box(sum);
+            }
+        };
+        cpu_figure(
+            &format!("read_cq/get_message/{batch}"),
+            batch as u64,
+            || next(true),
+        );
+        cpu_figure(
+            &format!("read_cq/get_message_records/{batch}"),
+            batch as u64,
+            || next(false),
+        );
+    }
+
+    let mut g = c.benchmark_group("read_log");
+    const LOG_BATCH: usize = 65_536;
+    g.throughput(Throughput::Elements(LOG_BATCH as u64));
+    let mut from = 0u64;
+    let mut visit = || {
+        let mut sum = 0usize;
+        let mut n = 0usize;
+        let next = store
+            .visit_records(from, u64::MAX, LOG_BATCH, false, |v| {
+                sum += v.body.len();
+                n += 1;
+                true
+            })
+            .unwrap();
+        // 262,144 records: four full batches, then from the start again.
+        from = if n < LOG_BATCH || next >= store.max_commitlog_offset() {
+            0
+        } else {
+            next
+        };
+        black_box(sum);
+    };
+    g.bench_function(BenchmarkId::new("visit_records", LOG_BATCH), |b| {
+        b.iter(&mut visit)
+    });
+    g.finish();
+    cpu_figure("read_log/visit_records/65536", LOG_BATCH as u64, &mut visit);
 
     let mut g = c.benchmark_group("index");
     g.throughput(Throughput::Elements(1));
@@ -101,6 +231,11 @@ fn read(c: &mut Criterion) {
         });
     });
     g.finish();
+    cpu_figure("index/query_message", 1, || {
+        let k = &keys[i % N];
+        i += 1;
+        black_box(store.query_message(TOPIC, k, 1, 0, i64::MAX).unwrap());
+    });
     store.close().unwrap();
 }
 

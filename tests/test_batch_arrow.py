@@ -1,7 +1,8 @@
-"""put_batch with pyarrow RecordBatch/Table input and RecordBatch results."""
+"""put_batch with Arrow input (any PyCapsule producer) and RecordBatch results."""
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -272,7 +273,9 @@ def test_result_can_be_joined_back(store: MessageStore) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def check_refused(store: MessageStore, table: Any, exc: type[BaseException]) -> BaseException:
+def check_refused(
+    store: MessageStore, table: Any, exc: type[BaseException] | tuple[type[BaseException], ...]
+) -> BaseException:
     end = store.max_commitlog_offset()
     with pytest.raises(exc) as info:
         store.put_batch(table)
@@ -374,66 +377,99 @@ def test_closed_and_read_only_stores(store_dir: Path) -> None:
             ro.put_batch(table.slice(0, 0))
 
 
-def test_malformed_buffers_never_crash(store: MessageStore) -> None:
-    """The private columnar entry point validates every buffer it is handed."""
-    good_offsets = (0).to_bytes(8, "little") + (1).to_bytes(8, "little")
-    body = ("binary", good_offsets, b"x", None, 0)
-    cases: list[dict[str, Any]] = [
-        {"topic": ("binary", good_offsets, b"", None, 0), "body": body},  # offsets past data
-        {"topic": ("binary", b"\x00" * 8, b"T", None, 0), "body": body},  # too few offsets
-        {
-            "topic": (
-                "binary",
-                (5).to_bytes(8, "little") + (1).to_bytes(8, "little"),
-                b"T",
-                None,
-                0,
-            ),
-            "body": body,
-        },
-        {"topic": ("binary", good_offsets, b"T", b"", 0), "body": body},  # validity too short
-        {"topic": ("binary", good_offsets, b"T", b"\x01", 2**62), "body": body},
-        {"topic": ("binary", good_offsets, b"T", None, -1), "body": body},
-        {"topic": ("int64", b"\x00" * 8, None, 0), "body": body},
-        {"topic": ("nonsense",), "body": body},
-        {"topic": "not a tuple", "body": body},
-        {"topic": ("binary", "str", b"T", None, 0), "body": body},
-        {"topic": ("binary", good_offsets, b"\xff", None, 0), "body": body},  # not UTF-8
-        {
-            "topic": ("binary", good_offsets, b"T", None, 0),
-            "body": body,
-            "queue_id": ("int64", b"\x00", None, 0),
-        },
-        {
-            "topic": ("binary", good_offsets, b"T", None, 0),
-            "body": body,
-            "keys": ("list", good_offsets, None, 0, ("binary", b"", b"", None, 0)),
-        },
-        {
-            "topic": ("binary", good_offsets, b"T", None, 0),
-            "body": body,
-            "properties": (
-                "map",
-                (0).to_bytes(8, "little") + (9).to_bytes(8, "little"),
-                None,
-                0,
-                body,
-                body,
-            ),
-        },
-        {"topic": ("binary", good_offsets, b"T", None, 0), "body": body, "bogus": body},
+class StreamOnly:
+    """An Arrow producer that is not a pyarrow class and has only ``__arrow_c_stream__``."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self._table.__arrow_c_stream__(requested_schema)
+
+
+class ArrayOnly:
+    """An Arrow producer with only ``__arrow_c_array__`` (one struct array: a batch)."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self._batch = batch
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        schema, array = self._batch.__arrow_c_array__(requested_schema)
+        return schema, array
+
+
+def test_put_batch_from_any_arrow_stream_producer(store: MessageStore) -> None:
+    """Arrow's PyCapsule interface: no pyarrow class needed, a stream of several batches is
+    written as one all-or-nothing batch."""
+    first = pa.table({"topic": ["A", "B"], "body": [b"0", b"1"], "keys": ["k0", "k1 k2"]})
+    second = pa.table({"topic": ["C"], "body": [b"2"], "keys": pa.array([None], pa.string())})
+    table = pa.concat_tables([first, second])
+    assert table.column("body").num_chunks == 2
+    producer = StreamOnly(table)
+    assert not hasattr(producer, "__arrow_c_array__")
+    result = store.put_batch(producer)
+    assert isinstance(result, pa.RecordBatch)
+    assert result.schema == RESULT_SCHEMA
+    assert result.column("queue_offset").to_pylist() == [0, 0, 0]
+    msgs = read_all(store)
+    assert [(m.topic, m.body, m.keys) for m in msgs] == [
+        ("A", b"0", ["k0"]),
+        ("B", b"1", ["k1", "k2"]),
+        ("C", b"2", []),
     ]
-    end = store.max_commitlog_offset()
-    for columns in cases:
-        with pytest.raises((ValueError, TypeError, OverflowError)):
-            store._put_columns(1, columns)
-    with pytest.raises((ValueError, TypeError, OverflowError)):
-        store._put_columns(-1, {})
-    with pytest.raises((ValueError, TypeError, OverflowError)):
-        store._put_columns(2**62, {"topic": body, "body": body})
-    assert store.max_commitlog_offset() == end
-    ok = store._put_columns(1, {"topic": ("binary", good_offsets, b"T", None, 0), "body": body})
-    assert len(ok) == 8
+    batch = pa.RecordBatch.from_pydict({"topic": ["D"], "body": [b"3"]})
+    assert store.put_batch(ArrayOnly(batch)).column("status").to_pylist() == ["PUT_OK"]
+    reader = pa.RecordBatchReader.from_batches(batch.schema, [batch, batch])
+    assert store.put_batch(reader).num_rows == 2
+    assert len(read_all(store)) == 6
+
+
+def test_bad_row_in_a_later_stream_batch_is_named_and_nothing_is_written(
+    store: MessageStore,
+) -> None:
+    good = pa.table({"topic": ["T", "T"], "body": [b"a", b"b"]})
+    bad = pa.table({"topic": ["T", "bad topic"], "body": [b"c", b"d"]})
+    e = check_refused(store, StreamOnly(pa.concat_tables([good, bad])), InvalidMessageError)
+    assert cast(InvalidMessageError, e).field == "topic"
+    assert "message 3" in str(e), str(e)
+
+
+def test_malformed_arrow_data_never_crashes(store: MessageStore) -> None:
+    """Buffers from a producer are checked before a row is read: nothing is trusted."""
+    # pyarrow checks only the first and last offsets when it builds these: a decreasing
+    # offset inside, or invalid UTF-8 in a string column, reaches the producer interface.
+    decreasing = pa.py_buffer(struct.pack("<3i", 0, 2, 1))
+    two_bodies = pa.array([b"x", b"y"])
+    for bad in (pa.Array.from_buffers(pa.string(), 2, [None, decreasing, pa.py_buffer(b"ab")]),):
+        t = pa.Table.from_arrays([bad, two_bodies], names=["topic", "body"])
+        check_refused(store, t, ValueError)
+    t = pa.Table.from_arrays(
+        [
+            pa.array(["T", "T"]),
+            pa.Array.from_buffers(pa.binary(), 2, [None, decreasing, pa.py_buffer(b"ab")]),
+        ],
+        names=["topic", "body"],
+    )
+    check_refused(store, t, ValueError)
+    one = pa.py_buffer(struct.pack("<2i", 0, 1))
+    not_utf8 = pa.Array.from_buffers(pa.string(), 1, [None, one, pa.py_buffer(b"\xff")])
+    t = pa.Table.from_arrays([not_utf8, pa.array([b"x"])], names=["topic", "body"])
+    e = check_refused(store, t, InvalidMessageError)
+    assert cast(InvalidMessageError, e).field == "topic"
+    assert "message 0" in str(e), str(e)
+
+    class Broken:
+        def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+            raise RuntimeError("producer failed")
+
+    check_refused(store, Broken(), RuntimeError)
+
+    class NotACapsule:
+        def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+            return "nope"
+
+    check_refused(store, NotACapsule(), (TypeError, ValueError))
+    store.put_batch(pa.table({"topic": ["T"], "body": [b"x"]}))
     assert [m.body for m in read_all(store)] == [b"x"]
 
 

@@ -9,6 +9,9 @@ figure                    what is timed
 ``put``                   ``store.put(...)`` once per message (time-boxed by ``--seconds``)
 ``put_batch``             ``store.put_batch(table slice)`` in ``--batch``-row slices
 ``get_message``           ``store.get_message(topic, queue, offset, 32)`` over every queue
+``read_arrow``            ``store.read_arrow(offset)``: the whole commit log as Arrow batches
+                          of up to 65,536 messages
+``get_message_arrow``     ``store.get_message_arrow(topic, queue, offset)`` over every queue
 ``pull_wake``             a ``store.pull`` waiting in a thread, woken by one ``put``
                           (latency from the put call to the pull's return)
 ``query_message``         ``store.query_message(topic, key, max_num=4)``, random keys
@@ -29,7 +32,10 @@ figure                    what is timed
 ========================  ==============================================================
 
 MB/s is body (payload) bytes per second for every figure, so rows compare directly; each
-rocketstore figure also shows its ratio to its baseline (msgs/s over msgs/s).
+rocketstore figure also shows its ratio to its baseline (msgs/s over msgs/s). ``CPU ns/msg`` is
+the process CPU time (``time.process_time()``: every thread of the process, so the store's
+dispatch, allocation and flush threads too) spent in the timed calls, per message; for
+``put_batch`` it also includes the dispatch catch-up after the last call.
 Read-path figures are skipped, with a note, when the installed binding lacks the method.
 """
 
@@ -65,6 +71,8 @@ BASELINE_OF = {
     "put": "sqlite_insert",
     "put_batch": "sqlite_executemany",
     "get_message": "sqlite_read",
+    "read_arrow": "file_read",
+    "get_message_arrow": "file_read",
     "query_message": "sqlite_lookup",
     "recovery": "file_read",
     "spark_rocketstore": "spark_parquet",
@@ -112,6 +120,7 @@ class Figure:
     messages: int = 0
     seconds: float = 0.0
     body_bytes: int = 0
+    cpu_seconds: float = 0.0
     baseline: str | None = None
     ratio: float | None = None
     skipped: str | None = None
@@ -126,10 +135,15 @@ class Figure:
     def mb_per_s(self) -> float:
         return self.body_bytes / self.seconds / _MB if self.seconds > 0 else 0.0
 
+    @property
+    def cpu_ns_per_msg(self) -> float:
+        return self.cpu_seconds * 1e9 / self.messages if self.messages else 0.0
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["msgs_per_s"] = self.msgs_per_s
         d["mb_per_s"] = self.mb_per_s
+        d["cpu_ns_per_msg"] = self.cpu_ns_per_msg
         return d
 
 
@@ -239,12 +253,15 @@ def _put_batch(store_dir: Path, data: _Data, opts: BenchOptions) -> tuple[Figure
     store = _open(store_dir, opts)
     store.put("BenchWarmup", b"x")  # creates the first file outside the measurement
     seconds = 0.0
+    cpu = 0.0
     ranges: list[tuple[int, int]] = []
     failed = 0
     for part in data.batches:
+        c0 = time.process_time()
         t0 = time.perf_counter()
         res = store.put_batch(part)
         seconds += time.perf_counter() - t0
+        cpu += time.process_time() - c0
         offs = res.column("commitlog_offset")
         wrote = res.column("wrote_bytes")
         last = part.num_rows - 1
@@ -254,7 +271,9 @@ def _put_batch(store_dir: Path, data: _Data, opts: BenchOptions) -> tuple[Figure
     fig.extra["batch_rows"] = opts.batch
     if failed:
         fig.note = f"{failed} puts failed"
+    c0 = time.process_time()
     fig.extra["dispatch_catch_up_s"] = round(_wait_dispatched(store), 4)
+    fig.cpu_seconds = cpu + time.process_time() - c0
     files = store.commitlog_files()
     fsize = int(store.config["mapped_file_size_commit_log"])
     data.encoded = [_read_log(files, fsize, a, b) for a, b in ranges]
@@ -274,6 +293,7 @@ def _put_each(store_dir: Path, data: _Data, opts: BenchOptions) -> Figure:
         store.put("BenchWarmup", b"x")
         put = store.put
         deadline = time.perf_counter() + opts.seconds
+        c0 = time.process_time()
         t0 = time.perf_counter()
         while done < n:
             end = min(n, done + 1024)
@@ -283,7 +303,10 @@ def _put_each(store_dir: Path, data: _Data, opts: BenchOptions) -> Figure:
             if time.perf_counter() > deadline:
                 break
         seconds = time.perf_counter() - t0
-    return Figure("put", data.size, done, seconds, done * data.size)
+        cpu = time.process_time() - c0
+    fig = Figure("put", data.size, done, seconds, done * data.size)
+    fig.cpu_seconds = cpu
+    return fig
 
 
 def _get_message(store: Any, data: _Data, opts: BenchOptions) -> Figure:
@@ -294,6 +317,7 @@ def _get_message(store: Any, data: _Data, opts: BenchOptions) -> Figure:
     deadline = time.perf_counter() + opts.seconds
     got = 0
     nbytes = 0
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for t in range(TOPICS):
         for q in range(QUEUES):
@@ -314,9 +338,64 @@ def _get_message(store: Any, data: _Data, opts: BenchOptions) -> Figure:
         if time.perf_counter() > deadline:
             break
     fig.seconds = time.perf_counter() - t0
+    fig.cpu_seconds = time.process_time() - c0
     fig.messages = got
     fig.body_bytes = nbytes
     fig.extra["batch"] = 32
+    return fig
+
+
+def _read_arrow(store: Any, data: _Data, opts: BenchOptions) -> Figure:
+    """The whole commit log as Arrow batches (``read_arrow``), body bytes summed per batch."""
+    fig = Figure("read_arrow", data.size)
+    if not _has(store, "read_arrow"):
+        fig.skipped = "the installed binding has no MessageStore.read_arrow yet"
+        return fig
+    got = 0
+    nbytes = 0
+    off = 0
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    while True:
+        batch, off = store.read_arrow(off, max_messages=65_536)
+        if batch.num_rows == 0:
+            break
+        got += batch.num_rows
+        body = batch.column("body")
+        nbytes += body.buffers()[2].size if body.buffers()[2] is not None else 0
+    fig.seconds = time.perf_counter() - t0
+    fig.cpu_seconds = time.process_time() - c0
+    fig.messages = got
+    fig.body_bytes = nbytes
+    fig.extra["batch"] = 65_536
+    return fig
+
+
+def _get_message_arrow(store: Any, data: _Data, opts: BenchOptions) -> Figure:
+    """Every queue through its consume queue as Arrow batches (``get_message_arrow``)."""
+    fig = Figure("get_message_arrow", data.size)
+    if not _has(store, "get_message_arrow"):
+        fig.skipped = "the installed binding has no MessageStore.get_message_arrow yet"
+        return fig
+    got = 0
+    nbytes = 0
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    for t in range(TOPICS):
+        for q in range(QUEUES):
+            off = 0
+            while True:
+                batch, off = store.get_message_arrow(f"BenchTopic{t}", q, off, 65_536)
+                if batch.num_rows == 0:
+                    break
+                got += batch.num_rows
+                body = batch.column("body")
+                nbytes += body.buffers()[2].size if body.buffers()[2] is not None else 0
+    fig.seconds = time.perf_counter() - t0
+    fig.cpu_seconds = time.process_time() - c0
+    fig.messages = got
+    fig.body_bytes = nbytes
+    fig.extra["batch"] = 65_536
     return fig
 
 
@@ -400,6 +479,7 @@ def _query(store: Any, data: _Data, opts: BenchOptions) -> Figure:
     found = 0
     done = 0
     deadline = time.perf_counter() + opts.seconds
+    c0 = time.process_time()
     t0 = time.perf_counter()
     query = store.query_message
     for i in ids:
@@ -408,6 +488,7 @@ def _query(store: Any, data: _Data, opts: BenchOptions) -> Figure:
         if done % 256 == 0 and time.perf_counter() > deadline:
             break
     fig.seconds = time.perf_counter() - t0
+    fig.cpu_seconds = time.process_time() - c0
     fig.messages = done
     fig.body_bytes = found * data.size
     if found != done:
@@ -422,9 +503,11 @@ def _recovery(store_dir: Path, data: _Data, opts: BenchOptions) -> Figure:
     (store_dir / "abort").write_bytes(b"")
     shutil.rmtree(store_dir / "consumequeue", ignore_errors=True)
     shutil.rmtree(store_dir / "index", ignore_errors=True)
+    c0 = time.process_time()
     t0 = time.perf_counter()
     with _open(store_dir, opts) as store:
         fig.seconds = time.perf_counter() - t0
+        fig.cpu_seconds = time.process_time() - c0
         rep = store.recovery_report
         size = store.max_commitlog_offset() - store.min_commitlog_offset()
     fig.messages = int(rep.get("records", 0))
@@ -445,11 +528,14 @@ def _recovery(store_dir: Path, data: _Data, opts: BenchOptions) -> Figure:
 
 def _file_write(path: Path, data: _Data) -> Figure:
     with open(path, "wb", buffering=0) as fh:
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for chunk in data.encoded:
             fh.write(chunk)
         seconds = time.perf_counter() - t0
+        cpu = time.process_time() - c0
     fig = Figure("file_write", data.size, data.n, seconds, data.body_bytes)
+    fig.cpu_seconds = cpu
     fig.note = "I/O floor: the same records, write() per batch, no fsync"
     return fig
 
@@ -466,12 +552,15 @@ def _mmap_memcpy(path: Path, data: _Data) -> Figure:
                 n = min(len(zero), total - pos)
                 mm[pos : pos + n] = zero[:n]
             pos = 0
+            c0 = time.process_time()
             t0 = time.perf_counter()
             for chunk in data.encoded:
                 mm[pos : pos + len(chunk)] = chunk
                 pos += len(chunk)
             seconds = time.perf_counter() - t0
+            cpu = time.process_time() - c0
     fig = Figure("mmap_memcpy", data.size, data.n, seconds, data.body_bytes)
+    fig.cpu_seconds = cpu
     fig.note = "physical ceiling: the same records memcpy'd into a pre-faulted mmap"
     return fig
 
@@ -480,13 +569,16 @@ def _file_read(files: Sequence[str], data: _Data) -> Figure:
     size = sum(os.path.getsize(f) for f in files)
     buf = bytearray(8 << 20)
     view = memoryview(buf)
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for f in files:
         with open(f, "rb", buffering=0) as fh:
             while fh.readinto(view):
                 pass
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     fig = Figure("file_read", data.size, data.n, seconds, data.body_bytes)
+    fig.cpu_seconds = cpu
     fig.extra["bytes"] = size
     fig.note = "scan floor: readinto() of the commit log files (page cache warm)"
     return fig
@@ -510,16 +602,20 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
         # executemany per batch, one transaction each
         db = _sqlite_open(d / "queue.db")
         seconds = 0.0
+        cpu = 0.0
         start = 0
         for part in data.batches:
             chunk = rows[start : start + part.num_rows]
             start += part.num_rows
+            c0 = time.process_time()
             t0 = time.perf_counter()
             db.execute("BEGIN")
             db.executemany("INSERT INTO q (topic, body) VALUES (?, ?)", chunk)
             db.execute("COMMIT")
             seconds += time.perf_counter() - t0
+            cpu += time.process_time() - c0
         figs.append(Figure("sqlite_executemany", data.size, data.n, seconds, data.body_bytes))
+        figs[-1].cpu_seconds = cpu
         figs[-1].note = "executemany per batch in one transaction (WAL, synchronous=NORMAL)"
 
         # reads in batches of 32 by id
@@ -527,6 +623,7 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
         got = 0
         nbytes = 0
         last = 0
+        c0 = time.process_time()
         t0 = time.perf_counter()
         while True:
             batch = db.execute(
@@ -542,12 +639,14 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 break
         seconds = time.perf_counter() - t0
         figs.append(Figure("sqlite_read", data.size, got, seconds, nbytes))
+        figs[-1].cpu_seconds = time.process_time() - c0
         figs[-1].note = "SELECT ... WHERE id > ? ORDER BY id LIMIT 32"
 
         # lookups by primary key
         rng = random.Random(5)
         ids = [rng.randrange(1, data.n + 1) for _ in range(min(data.n, 200_000))]
         done = 0
+        c0 = time.process_time()
         t0 = time.perf_counter()
         deadline = t0 + opts.seconds
         for i in ids:
@@ -557,6 +656,7 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 break
         seconds = time.perf_counter() - t0
         figs.append(Figure("sqlite_lookup", data.size, done, seconds, done * data.size))
+        figs[-1].cpu_seconds = time.process_time() - c0
         figs[-1].note = "SELECT ... WHERE id = ? (primary key)"
         db.close()
 
@@ -564,6 +664,7 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
         db = _sqlite_open(d / "each.db")
         done = 0
         deadline = time.perf_counter() + opts.seconds
+        c0 = time.process_time()
         t0 = time.perf_counter()
         ins = "INSERT INTO q (topic, body) VALUES (?, ?)"
         while done < data.n:
@@ -575,6 +676,7 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 break
         seconds = time.perf_counter() - t0
         figs.append(Figure("sqlite_insert", data.size, done, seconds, done * data.size))
+        figs[-1].cpu_seconds = time.process_time() - c0
         figs[-1].note = "one autocommitted INSERT per message"
         db.close()
     return figs
@@ -743,13 +845,14 @@ def _fmt_rate(x: float) -> str:
 def format_table(figs: Sequence[Figure]) -> str:
     """The result table as printed."""
     lines = [
-        f"{'size':>5}  {'figure':<19} {'msgs/s':>11} {'MB/s':>9}  {'ratio':>7} {'to baseline':<19}"
-        " note",
+        f"{'size':>5}  {'figure':<19} {'msgs/s':>11} {'MB/s':>9} {'CPU ns/msg':>10}  {'ratio':>7} "
+        f"{'to baseline':<19} note",
     ]
     for f in figs:
         if f.skipped:
             lines.append(
-                f"{f.size:>5}  {f.name:<19} {'skipped':>11} {'':>9}  {'':>7} {'':<19} {f.skipped}"
+                f"{f.size:>5}  {f.name:<19} {'skipped':>11} {'':>9} {'':>10}  {'':>7} {'':<19} "
+                f"{f.skipped}"
             )
             continue
         ratio = f"{f.ratio:6.2f}x" if f.ratio is not None else ""
@@ -762,8 +865,11 @@ def format_table(figs: Sequence[Figure]) -> str:
             )
         rate = "" if f.name == "pull_wake" else _fmt_rate(f.msgs_per_s)
         mb = "" if f.name == "pull_wake" else f"{f.mb_per_s:9.1f}"
+        cpu = f"{f.cpu_ns_per_msg:10.0f}" if f.cpu_seconds > 0 and f.messages else ""
         base = f.baseline or ""
-        lines.append(f"{f.size:>5}  {f.name:<19} {rate:>11} {mb:>9}  {ratio:>7} {base:<19} {note}")
+        lines.append(
+            f"{f.size:>5}  {f.name:<19} {rate:>11} {mb:>9} {cpu:>10}  {ratio:>7} {base:<19} {note}"
+        )
     return "\n".join(lines)
 
 
@@ -804,6 +910,8 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 try:
                     say(f"[{size} B] get_message, pull, query_message ...")
                     here.append(_get_message(store, data, opts))
+                    here.append(_read_arrow(store, data, opts))
+                    here.append(_get_message_arrow(store, data, opts))
                     here.append(_pull_wake(store, data, opts))
                     here.append(_query(store, data, opts))
                     files = store.commitlog_files()
@@ -835,6 +943,8 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 "mmap_memcpy",
                 "get_message",
                 "sqlite_read",
+                "read_arrow",
+                "get_message_arrow",
                 "query_message",
                 "sqlite_lookup",
                 "pull_wake",

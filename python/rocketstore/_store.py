@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import enum
-import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from rocketstore import _native
 from rocketstore.exceptions import InvalidMessageError
@@ -13,7 +12,23 @@ from rocketstore.exceptions import InvalidMessageError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["GetMessageStatus", "MessageStore"]
+__all__ = ["ArrowArrayExportable", "ArrowStreamExportable", "GetMessageStatus", "MessageStore"]
+
+
+class ArrowStreamExportable(Protocol):
+    """Any object with Arrow's C Stream PyCapsule method (a pyarrow ``Table`` or
+    ``RecordBatchReader``, a polars ``DataFrame``, a DuckDB relation, ...)."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+
+class ArrowArrayExportable(Protocol):
+    """Any object with Arrow's C Data PyCapsule method for a struct array (a pyarrow
+    ``RecordBatch``, ...)."""
+
+    def __arrow_c_array__(
+        self, requested_schema: object | None = None
+    ) -> tuple[object, object]: ...
 
 
 class GetMessageStatus(enum.StrEnum):
@@ -66,9 +81,9 @@ def _count(name: str, value: int) -> int:
 
 
 def _is_arrow(obj: object) -> bool:
-    # pyarrow is imported only if the caller already did: a RecordBatch cannot exist otherwise.
-    pa = sys.modules.get("pyarrow")
-    return pa is not None and isinstance(obj, (pa.RecordBatch, pa.Table))
+    # Arrow's PyCapsule interface: any producer (pyarrow, polars, DuckDB, ...), not one class.
+    t = type(obj)
+    return hasattr(t, "__arrow_c_stream__") or hasattr(t, "__arrow_c_array__")
 
 
 class MessageStore(_native.MessageStore):
@@ -106,13 +121,20 @@ class MessageStore(_native.MessageStore):
     __slots__ = ()
 
     @overload
-    def put_batch(self, messages: pa.RecordBatch | pa.Table) -> pa.RecordBatch: ...
+    def put_batch(
+        self, messages: pa.RecordBatch | pa.Table | ArrowStreamExportable | ArrowArrayExportable
+    ) -> pa.RecordBatch: ...
 
     @overload
     def put_batch(self, messages: Sequence[Mapping[str, Any]]) -> list[_native.PutResult]: ...
 
     def put_batch(
-        self, messages: pa.RecordBatch | pa.Table | Sequence[Mapping[str, Any]]
+        self,
+        messages: pa.RecordBatch
+        | pa.Table
+        | ArrowStreamExportable
+        | ArrowArrayExportable
+        | Sequence[Mapping[str, Any]],
     ) -> pa.RecordBatch | list[_native.PutResult]:
         """Puts many messages at once, under one acquisition of the write lock.
 
@@ -120,7 +142,9 @@ class MessageStore(_native.MessageStore):
 
         * a list of dicts whose keys are :meth:`put`'s argument names (``topic`` and ``body``
           required); returns a list of :class:`PutResult`, or
-        * a ``pyarrow.RecordBatch`` or ``Table`` whose columns are named like :meth:`put`'s
+        * Arrow data: any object with ``__arrow_c_stream__`` or ``__arrow_c_array__`` (Arrow's
+          PyCapsule interface: a ``pyarrow.RecordBatch``, ``Table`` or ``RecordBatchReader``,
+          a polars ``DataFrame``, a DuckDB relation, ...) whose columns are named like :meth:`put`'s
           arguments (``topic`` and ``body`` required): ``topic``/``tags``/``born_host``/
           ``store_host`` string, ``body`` binary (or string), ``queue_id``/``flag`` integer,
           ``keys`` string (space-separated keys) or list<string>, ``properties``
@@ -131,7 +155,8 @@ class MessageStore(_native.MessageStore):
           ``pyarrow.RecordBatch`` with one row per message and the columns ``status``
           (dictionary<int8, string>), ``msg_id`` (string), ``commitlog_offset`` (int64),
           ``queue_offset`` (int64), ``wrote_bytes`` (int32) and ``store_timestamp`` (int64).
-          Rows are read from the Arrow buffers directly, with the GIL released.
+          Rows are read from the producer's Arrow buffers in place (no copy, no Python object
+          per row) and written with the GIL released; a stream is read whole first.
 
         The batch is validated whole before anything is written: if a message is invalid,
         :class:`~rocketstore.exceptions.InvalidMessageError` names its index and nothing is
@@ -166,9 +191,7 @@ class MessageStore(_native.MessageStore):
             assert batch.column("status").to_pylist() == ["PUT_OK", "PUT_OK"]
         """
         if _is_arrow(messages):
-            from rocketstore._arrow import put_arrow
-
-            return put_arrow(self, messages)  # type: ignore[arg-type]
+            return self._put_arrow(messages)
         return super().put_batch(messages)  # type: ignore[arg-type]
 
     def read_arrow(
@@ -201,12 +224,9 @@ class MessageStore(_native.MessageStore):
                     break
                 print(batch.column("topic"), batch.column("body"))
         """
-        from rocketstore._arrow import message_batch
-
-        n, next_offset, columns = self._read_log_columns(
+        return self._read_log_columns(
             from_offset, _count("max_messages", max_messages), end_offset, verify_crc
         )
-        return message_batch(n, columns), next_offset
 
     def get_message_arrow(
         self,
@@ -239,9 +259,7 @@ class MessageStore(_native.MessageStore):
                     break
                 handle(batch)
         """
-        from rocketstore._arrow import message_batch
-
-        n, next_offset, columns = self._read_queue_columns(
+        return self._read_queue_columns(
             topic,
             queue_id,
             offset,
@@ -250,7 +268,6 @@ class MessageStore(_native.MessageStore):
             verify_crc,
             tags,
         )
-        return message_batch(n, columns), next_offset
 
     def read_consume_queue(
         self, topic: str, queue_id: int, offset: int = 0, max_units: int = 65536
@@ -265,10 +282,7 @@ class MessageStore(_native.MessageStore):
             units = store.read_consume_queue("TopicTest", 0)
             assert units.column("queue_offset").to_pylist() == list(range(units.num_rows))
         """
-        from rocketstore._arrow import consume_queue_batch
-
-        n, columns = self._read_cq_columns(topic, queue_id, offset, _count("max_units", max_units))
-        return consume_queue_batch(n, columns)
+        return self._read_cq_columns(topic, queue_id, offset, _count("max_units", max_units))
 
     def read_index(self) -> pa.RecordBatch:
         """Every entry of every index file, oldest file first, as a ``pyarrow.RecordBatch``
@@ -283,7 +297,4 @@ class MessageStore(_native.MessageStore):
             index = store.read_index()
             print(index.num_rows, "index entries in", len(set(index.column("file").to_pylist())))
         """
-        from rocketstore._arrow import index_batch
-
-        n, columns = self._read_index_columns()
-        return index_batch(n, columns)
+        return self._read_index_columns()

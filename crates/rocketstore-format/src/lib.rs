@@ -119,7 +119,8 @@ pub use host::HostAddr;
 pub use index::{IndexEntry, IndexHeader};
 pub use msgid::{decode_offset_msg_id, offset_msg_id, uniq_key, UniqKeyPrefix};
 pub use properties::{
-    encode_properties, encoded_properties_len, parse_properties, validate_property, Properties,
+    encode_properties, encoded_properties_len, parse_properties, parse_properties_into,
+    property_value, validate_property, Properties,
 };
 pub use record::{
     decode_record, encode_blank, encode_record, encode_record_to_vec, fits_in_file,

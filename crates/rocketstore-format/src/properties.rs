@@ -196,6 +196,62 @@ pub fn parse_properties(bytes: &[u8]) -> Properties {
     props
 }
 
+/// [`parse_properties`] without copying: the pairs of `bytes` borrowed from it, into `out`
+/// (cleared first), with the same rules (first position, last value, pairs with an empty name
+/// or value dropped). Returns `false`, leaving `out` empty, if `bytes` is not UTF-8: then only
+/// [`parse_properties`] (which decodes lossily, like Java) gives RocketMQ's result.
+///
+/// On UTF-8 text, splitting the bytes on `\x02` and `\x01` is splitting the characters: both
+/// are ASCII and never occur inside a multi-byte sequence.
+pub fn parse_properties_into<'a>(bytes: &'a [u8], out: &mut Vec<(&'a str, &'a str)>) -> bool {
+    out.clear();
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    // Byte searches, then O(1) slicing of the checked text at ASCII separators.
+    let mut start = 0;
+    while start <= bytes.len() {
+        let rest = bytes.get(start..).unwrap_or_default();
+        let end = rest
+            .iter()
+            .position(|&b| b == PROPERTY_SEPARATOR)
+            .map_or(bytes.len(), |p| start + p);
+        let segment = bytes.get(start..end).unwrap_or_default();
+        if let Some(sep) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) {
+            let name = text.get(start..start + sep);
+            let value = text.get(start + sep + 1..end);
+            if let (Some(name), Some(value)) = (name, value) {
+                if !name.is_empty() && !value.is_empty() {
+                    match out.iter_mut().find(|(k, _)| *k == name) {
+                        Some(slot) => slot.1 = value,
+                        None => out.push((name, value)),
+                    }
+                }
+            }
+        }
+        start = end + 1;
+    }
+    true
+}
+
+/// The value [`parse_properties`] would give `name`, found without building the map: the
+/// last non-empty value of a pair named `name`, as raw bytes (callers decode it; on valid
+/// UTF-8 properties it is the same text).
+pub fn property_value<'a>(bytes: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut found = None;
+    for segment in bytes.split(|&b| b == PROPERTY_SEPARATOR) {
+        let Some(sep) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
+            continue;
+        };
+        let (n, rest) = segment.split_at(sep);
+        let value = rest.get(1..).unwrap_or_default();
+        if !n.is_empty() && !value.is_empty() && n == name.as_bytes() {
+            found = Some(value);
+        }
+    }
+    found
+}
+
 /// The iteration order of a `java.util.HashMap` created with `new HashMap<>(capacity)` into which
 /// `keys` were `put` in the given order. Returns indices into `keys`; a repeated key appears once,
 /// at the index of its first occurrence (a repeated `put` does not move an entry).
@@ -240,6 +296,31 @@ pub fn java_hashmap_order(keys: &[&str], capacity: usize) -> Vec<usize> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
     use super::*;
+
+    #[test]
+    fn borrowed_parsing_agrees_with_the_owned_parser() {
+        let cases: [&[u8]; 6] = [
+            b"TAGS\x01A\x02KEYS\x01k1 k2\x02",
+            b"A\x01x\x02B\x01\x02\x01c\x02A\x01y\x02C\x01v\x01w",
+            b"",
+            b"\x02\x02\x01\x02",
+            "T\u{e9}\x01\u{2603}\x02".as_bytes(),
+            b"noseparator",
+        ];
+        let mut out = Vec::new();
+        for raw in cases {
+            assert!(parse_properties_into(raw, &mut out));
+            let owned = parse_properties(raw);
+            let pairs: Vec<(&str, &str)> = owned.iter().collect();
+            assert_eq!(out, pairs, "{raw:?}");
+            for (k, v) in owned.iter() {
+                assert_eq!(property_value(raw, k), Some(v.as_bytes()));
+            }
+            assert_eq!(property_value(raw, "absent"), None);
+        }
+        assert!(!parse_properties_into(b"A\x01\xff\x02", &mut out));
+        assert!(out.is_empty());
+    }
 
     const V8_KEYS: [&str; 5] = ["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "CLUSTER"];
     const V8_VALUES: [&str; 5] = [

@@ -1,33 +1,48 @@
-//! The columnar half of `put_batch` for Arrow input.
+//! `put_batch` for Arrow input, through Arrow's PyCapsule interface.
 //!
-//! `rocketstore._arrow` (Python) normalizes each column with pyarrow and hands over its raw
-//! buffers as `bytes`; this module views them as `PutMessage`s without creating a Python
-//! object per row, writes the batch with the interpreter released, and returns the result
-//! columns as raw buffers that Python wraps with `pa.Array.from_buffers`.
+//! Any object with `__arrow_c_stream__` or `__arrow_c_array__` (a pyarrow `Table`,
+//! `RecordBatch` or `RecordBatchReader`, a polars `DataFrame`, a DuckDB relation, ...) is
+//! imported with `pyo3-arrow` (zero-copy: the Rust arrays borrow the producer's buffers). Every
+//! batch of the stream is imported and checked (`ArrayData::validate_full`: no offset, length
+//! or bitmap is trusted) before anything is written; each row is then viewed as a
+//! [`PutMessage`] borrowing the Arrow buffers (no copy of a body, no Python object per row),
+//! and the whole input is written with one `Store::put_batch` while the interpreter is
+//! released. The results come back as one Arrow `RecordBatch` (schema [`result_schema`]).
 //!
-//! Buffer conventions (native byte order, as Arrow keeps them in memory):
+//! Why `pyo3-arrow` and not `arrow`'s own `pyarrow` feature: the `pyarrow` feature converts
+//! by calling pyarrow's private `_export_to_c`/`_import_from_c` (pyarrow only, and pyarrow must
+//! be importable), while `pyo3-arrow` speaks the public PyCapsule protocol, so any producer
+//! works (polars, DuckDB, nanoarrow, arro3, a user's own class), and it builds against the
+//! abi3 interpreter API this extension uses.
 //!
-//! * `("binary", offsets, data, validity, bit_offset)`: `offsets` holds `n + 1` int64 values
-//!   relative to `offsets[0]`, and `data` holds exactly bytes `offsets[0]..offsets[n]`.
-//! * `("int32" | "int64", values, validity, bit_offset)`: `n` values.
-//! * `("list", offsets, validity, bit_offset, child)`: `child` is a binary descriptor holding
-//!   exactly elements `offsets[0]..offsets[n]`.
-//! * `("map", offsets, validity, bit_offset, keys, values)`: likewise, with two children.
-//!
-//! `validity` is `None` (no nulls) or an Arrow validity bitmap whose bit `bit_offset + i`
-//! says whether row `i` is valid. Every length, offset and bit is checked: malformed buffers
-//! raise `ValueError`, never read out of bounds.
+//! Column types (each column named like a `put()` argument; `topic` and `body` required):
+//! text columns (`topic`, `tags`, `born_host`, `store_host`, `transaction`) are string,
+//! large_string, string_view or a dictionary of those; `body` is any binary or string type;
+//! integer columns are any integer type (checked into range per row); `born_timestamp` is an
+//! integer (epoch ms) or a timestamp of any unit; `keys` is text (space-separated) or a list
+//! of text; `properties` is a map of text to text.
 
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int8Type;
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, BinaryViewArray, DictionaryArray, Int32Array, Int64Array,
+    Int8Array, LargeBinaryArray, RecordBatch, StringArray,
+};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_data::ArrayData;
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3_arrow::input::AnyRecordBatch;
+use pyo3_arrow::PyRecordBatch;
 use rocketstore::{HostAddr, PutMessage, PutStatus, Store, TransactionType};
 
 use crate::convert::{PUT_FIELDS, TRANSACTION_NAMES};
 use crate::error::{invalid_message, invalid_message_field, map_error};
 
-/// A conversion failure of row data, raised as `InvalidMessageError` after re-attaching.
+/// A conversion failure of row data, raised as `InvalidMessageError` naming the row.
 #[derive(Debug)]
 struct RowError {
     field: &'static str,
@@ -35,577 +50,606 @@ struct RowError {
     reason: String,
 }
 
-impl RowError {
-    fn new(field: &'static str, index: usize, reason: impl Into<String>) -> Self {
-        RowError {
-            field,
-            index,
-            reason: reason.into(),
-        }
+fn row_err(field: &'static str, index: usize, reason: impl Into<String>) -> RowError {
+    RowError {
+        field,
+        index,
+        reason: reason.into(),
     }
 }
 
-/// Why `put_columns` failed.
+/// Why a put failed after the columns were imported.
 #[derive(Debug)]
 enum Failure {
     Row(RowError),
     Engine(rocketstore::Error),
-    Malformed(String),
 }
 
-fn malformed(msg: impl Into<String>) -> Failure {
-    Failure::Malformed(msg.into())
+impl From<RowError> for Failure {
+    fn from(e: RowError) -> Self {
+        Failure::Row(e)
+    }
 }
 
-fn read_i64(buf: &[u8], i: usize) -> Option<i64> {
-    let start = i.checked_mul(8)?;
-    let b: [u8; 8] = buf.get(start..start.checked_add(8)?)?.try_into().ok()?;
-    Some(i64::from_ne_bytes(b))
+/// The text columns (`put()` string arguments).
+const TEXT_COLUMNS: [&str; 5] = ["topic", "tags", "born_host", "store_host", "transaction"];
+
+fn is_text(t: &DataType) -> bool {
+    match t {
+        DataType::Dictionary(_, v) => is_text(v),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        _ => false,
+    }
 }
 
-fn read_i32(buf: &[u8], i: usize) -> Option<i32> {
-    let start = i.checked_mul(4)?;
-    let b: [u8; 4] = buf.get(start..start.checked_add(4)?)?.try_into().ok()?;
-    Some(i32::from_ne_bytes(b))
+fn is_binary(t: &DataType) -> bool {
+    match t {
+        DataType::Dictionary(_, v) => is_binary(v),
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => true,
+        other => is_text(other),
+    }
 }
 
-/// An Arrow validity bitmap (absent: every row valid).
+/// A variable-length column viewed as bytes (text columns are checked as UTF-8 per row).
 #[derive(Debug)]
-struct Validity {
-    bits: Option<PyBackedBytes>,
-    offset: usize,
+enum Bytes {
+    Small(BinaryArray),
+    Large(LargeBinaryArray),
+    View(BinaryViewArray),
 }
 
-impl Validity {
-    fn extract(
-        bits: &Bound<'_, PyAny>,
-        offset: &Bound<'_, PyAny>,
-        len: usize,
-        name: &str,
-    ) -> PyResult<Self> {
-        let bits = if bits.is_none() {
-            None
-        } else {
-            Some(bytes_arg(bits, name)?)
+impl Bytes {
+    /// Any string or binary array as bytes: zero-copy for (large) string/binary and the view
+    /// types; a dictionary or fixed-size binary is materialized once.
+    fn of(name: &str, a: &ArrayRef) -> PyResult<Self> {
+        let cast_err = |e: arrow_schema::ArrowError| {
+            PyTypeError::new_err(format!(
+                "column {name:?} of type {} cannot be read as bytes: {e}",
+                a.data_type()
+            ))
         };
-        let offset: usize = offset.extract()?;
-        if let Some(b) = &bits {
-            let needed = offset.checked_add(len).map(|n| n.div_ceil(8));
-            if needed.is_none_or(|n| b.len() < n) {
-                return Err(PyValueError::new_err(format!(
-                    "{name}: validity bitmap is too short for {len} rows"
+        Ok(match a.data_type() {
+            DataType::Utf8 => Bytes::Small(BinaryArray::from(a.as_string::<i32>().clone())),
+            DataType::LargeUtf8 => {
+                Bytes::Large(LargeBinaryArray::from(a.as_string::<i64>().clone()))
+            }
+            DataType::Utf8View => Bytes::View(a.as_string_view().clone().to_binary_view()),
+            DataType::Binary => Bytes::Small(a.as_binary::<i32>().clone()),
+            DataType::LargeBinary => Bytes::Large(a.as_binary::<i64>().clone()),
+            DataType::BinaryView => Bytes::View(a.as_binary_view().clone()),
+            _ => {
+                let b = arrow_cast::cast(a, &DataType::LargeBinary).map_err(cast_err)?;
+                Bytes::Large(b.as_binary::<i64>().clone())
+            }
+        })
+    }
+
+    /// Row `i`, `None` if null. Callers index rows below the batch length, which
+    /// `validate_full` checked against every offset.
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        match self {
+            Bytes::Small(a) => (a.is_valid(i) && i < a.len()).then(|| a.value(i)),
+            Bytes::Large(a) => (a.is_valid(i) && i < a.len()).then(|| a.value(i)),
+            Bytes::View(a) => (a.is_valid(i) && i < a.len()).then(|| a.value(i)),
+        }
+    }
+
+    /// Row `i` as text; `row` (the message index) and `field` name it in errors.
+    fn get_str(&self, i: usize, row: usize, field: &'static str) -> Result<Option<&str>, RowError> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(b) => std::str::from_utf8(b)
+                .map(Some)
+                .map_err(|e| row_err(field, row, format!("is not valid UTF-8: {e}"))),
+        }
+    }
+}
+
+/// How an integer column's values become the engine's.
+#[derive(Debug, Clone, Copy)]
+enum Scale {
+    One,
+    Mul(i64),
+    Div(i64),
+}
+
+/// An integer column, as int64 (timestamps as epoch milliseconds).
+#[derive(Debug)]
+struct Ints {
+    values: Int64Array,
+    scale: Scale,
+}
+
+impl Ints {
+    fn of(name: &'static str, a: &ArrayRef) -> PyResult<Self> {
+        let t = a.data_type();
+        let (source, scale) = match t {
+            DataType::Timestamp(unit, _) if name == "born_timestamp" => {
+                let scale = match unit {
+                    TimeUnit::Second => Scale::Mul(1000),
+                    TimeUnit::Millisecond => Scale::One,
+                    TimeUnit::Microsecond => Scale::Div(1000),
+                    TimeUnit::Nanosecond => Scale::Div(1_000_000),
+                };
+                (DataType::Timestamp(*unit, None), scale)
+            }
+            t if t.is_integer() => (t.clone(), Scale::One),
+            t => {
+                let kind = if name == "born_timestamp" {
+                    "an integer or timestamp"
+                } else {
+                    "an integer"
+                };
+                return Err(PyTypeError::new_err(format!(
+                    "column {name:?} must be {kind} column, not {t}"
                 )));
             }
-        }
-        Ok(Validity { bits, offset })
-    }
-
-    fn is_valid(&self, i: usize) -> bool {
-        match &self.bits {
-            None => true,
-            Some(b) => {
-                let bit = self.offset.saturating_add(i);
-                b.get(bit / 8)
-                    .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
-            }
-        }
-    }
-}
-
-fn bytes_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<PyBackedBytes> {
-    match obj.cast::<PyBytes>() {
-        Ok(b) => Ok(PyBackedBytes::from(b.clone())),
-        Err(_) => Err(PyTypeError::new_err(format!(
-            "{name}: expected bytes buffers"
-        ))),
-    }
-}
-
-/// A variable-length binary column (see the module docs).
-#[derive(Debug)]
-struct BinaryCol {
-    offsets: PyBackedBytes,
-    data: PyBackedBytes,
-    validity: Validity,
-    len: usize,
-    base: i64,
-}
-
-impl BinaryCol {
-    fn extract(desc: &Bound<'_, PyAny>, len: usize, name: &str) -> PyResult<Self> {
-        let t = descriptor(desc, "binary", 5, name)?;
-        let offsets = bytes_arg(&t.get_item(1)?, name)?;
-        let data = bytes_arg(&t.get_item(2)?, name)?;
-        let validity = Validity::extract(&t.get_item(3)?, &t.get_item(4)?, len, name)?;
-        if Some(offsets.len()) != len.checked_add(1).and_then(|n| n.checked_mul(8)) {
-            return Err(PyValueError::new_err(format!(
-                "{name}: offsets must hold {} int64 values",
-                len + 1
-            )));
-        }
-        let base = read_i64(&offsets, 0).unwrap_or(0);
-        Ok(BinaryCol {
-            offsets,
-            data,
-            validity,
-            len,
-            base,
+        };
+        let opts = arrow_cast::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        let plain = if matches!(source, DataType::Timestamp(..)) {
+            // A timestamp's storage is int64: reinterpret, never convert.
+            let data = a
+                .to_data()
+                .into_builder()
+                .data_type(DataType::Int64)
+                .build();
+            arrow_array::make_array(data.map_err(|e| PyValueError::new_err(e.to_string()))?)
+        } else {
+            Arc::clone(a)
+        };
+        let values = arrow_cast::cast_with_options(&plain, &DataType::Int64, &opts)
+            .map_err(|e| invalid_message_field(name, format!("invalid {name}: {e}")))?;
+        Ok(Ints {
+            values: values.as_primitive().clone(),
+            scale,
         })
     }
 
-    /// Row `i`: `Ok(None)` if null.
-    fn get(&self, i: usize) -> Result<Option<&[u8]>, Failure> {
-        if i >= self.len {
-            return Err(malformed("row index past the end of a column"));
-        }
-        if !self.validity.is_valid(i) {
+    fn get(&self, i: usize, field: &'static str) -> Result<Option<i64>, RowError> {
+        if i >= self.values.len() || self.values.is_null(i) {
             return Ok(None);
         }
-        let bad = || malformed("binary column offsets are out of bounds or decreasing");
-        let (lo, hi) = offset_pair(&self.offsets, self.base, i).ok_or_else(bad)?;
-        self.data.get(lo..hi).map(Some).ok_or_else(bad)
+        let v = self.values.value(i);
+        match self.scale {
+            Scale::One => Ok(Some(v)),
+            Scale::Div(d) => Ok(Some(v.div_euclid(d))),
+            Scale::Mul(m) => v
+                .checked_mul(m)
+                .map(Some)
+                .ok_or_else(|| row_err(field, i, format!("{v} s overflows epoch milliseconds"))),
+        }
     }
 
-    /// Row `i` as UTF-8 text.
-    fn get_str(&self, i: usize, row: usize, field: &'static str) -> Result<Option<&str>, Failure> {
-        match self.get(i)? {
+    fn get_i32(&self, i: usize, field: &'static str) -> Result<Option<i32>, RowError> {
+        match self.get(i, field)? {
             None => Ok(None),
-            Some(b) => std::str::from_utf8(b).map(Some).map_err(|e| {
-                Failure::Row(RowError::new(
-                    field,
-                    row,
-                    format!("is not valid UTF-8: {e}"),
-                ))
-            }),
+            Some(v) => i32::try_from(v)
+                .map(Some)
+                .map_err(|_| row_err(field, i, format!("{v} is outside the 32-bit range"))),
         }
     }
 }
 
-/// A fixed-width integer column.
+/// A list (keys) or map (properties) column: per-row child ranges over one or two children.
 #[derive(Debug)]
-struct IntCol {
-    values: PyBackedBytes,
-    validity: Validity,
-    wide: bool,
+struct Nested {
+    /// `n + 1` child indexes (absolute in the children).
+    offsets: Vec<usize>,
+    nulls: Option<NullBuffer>,
+    first: Bytes,
+    second: Option<Bytes>,
 }
 
-impl IntCol {
-    fn extract(desc: &Bound<'_, PyAny>, len: usize, name: &str) -> PyResult<Self> {
-        let t = desc
-            .cast::<PyTuple>()
-            .map_err(|_| PyTypeError::new_err(format!("{name}: bad column descriptor")))?;
-        let kind: String = t.get_item(0)?.extract()?;
-        let wide = match kind.as_str() {
-            "int32" => false,
-            "int64" => true,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "{name}: expected an int32/int64 column, got {other:?}"
-                )))
-            }
-        };
-        if t.len() != 4 {
-            return Err(PyValueError::new_err(format!(
-                "{name}: bad column descriptor"
-            )));
-        }
-        let values = bytes_arg(&t.get_item(1)?, name)?;
-        let validity = Validity::extract(&t.get_item(2)?, &t.get_item(3)?, len, name)?;
-        let width = if wide { 8 } else { 4 };
-        if Some(values.len()) != len.checked_mul(width) {
-            return Err(PyValueError::new_err(format!(
-                "{name}: values must hold {len} {kind} values"
-            )));
-        }
-        Ok(IntCol {
-            values,
-            validity,
-            wide,
-        })
-    }
-
-    fn get(&self, i: usize) -> Option<i64> {
-        if !self.validity.is_valid(i) {
+impl Nested {
+    fn range(&self, i: usize) -> Option<std::ops::Range<usize>> {
+        if self.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
             return None;
         }
-        if self.wide {
-            read_i64(&self.values, i)
-        } else {
-            read_i32(&self.values, i).map(i64::from)
-        }
+        let lo = *self.offsets.get(i)?;
+        let hi = *self.offsets.get(i + 1)?;
+        Some(lo..hi.max(lo))
     }
 }
 
-/// A list (keys) or map (properties) column: offsets into one or two children.
-#[derive(Debug)]
-struct NestedCol {
-    offsets: PyBackedBytes,
-    validity: Validity,
-    base: i64,
-    first: BinaryCol,
-    second: Option<BinaryCol>,
-}
-
-impl NestedCol {
-    fn extract(desc: &Bound<'_, PyAny>, len: usize, name: &str, kind: &str) -> PyResult<Self> {
-        let fields = if kind == "map" { 6 } else { 5 };
-        let t = descriptor(desc, kind, fields, name)?;
-        let offsets = bytes_arg(&t.get_item(1)?, name)?;
-        let validity = Validity::extract(&t.get_item(2)?, &t.get_item(3)?, len, name)?;
-        if Some(offsets.len()) != len.checked_add(1).and_then(|n| n.checked_mul(8)) {
-            return Err(PyValueError::new_err(format!(
-                "{name}: offsets must hold {} int64 values",
-                len + 1
-            )));
-        }
-        let base = read_i64(&offsets, 0).unwrap_or(0);
-        let last = read_i64(&offsets, len).unwrap_or(0);
-        let children = usize::try_from(last.saturating_sub(base))
-            .map_err(|_| PyValueError::new_err(format!("{name}: offsets are decreasing")))?;
-        let first = BinaryCol::extract(&t.get_item(4)?, children, name)?;
-        let second = if kind == "map" {
-            Some(BinaryCol::extract(&t.get_item(5)?, children, name)?)
-        } else {
-            None
-        };
-        Ok(NestedCol {
-            offsets,
-            validity,
-            base,
-            first,
-            second,
-        })
-    }
-
-    /// The child index range of row `i`, or `None` if the row is null.
-    fn range(&self, i: usize) -> Result<Option<std::ops::Range<usize>>, Failure> {
-        if !self.validity.is_valid(i) {
-            return Ok(None);
-        }
-        let bad = || malformed("list/map column offsets are out of bounds or decreasing");
-        let (lo, hi) = offset_pair(&self.offsets, self.base, i).ok_or_else(bad)?;
-        if lo > hi || hi > self.first.len {
-            return Err(bad());
-        }
-        Ok(Some(lo..hi))
-    }
-}
-
-fn descriptor<'py>(
-    desc: &Bound<'py, PyAny>,
-    kind: &str,
-    fields: usize,
-    name: &str,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let t = desc
-        .cast::<PyTuple>()
-        .map_err(|_| PyTypeError::new_err(format!("{name}: bad column descriptor")))?;
-    let k: String = t.get_item(0)?.extract()?;
-    if k != kind || t.len() != fields {
-        return Err(PyValueError::new_err(format!(
-            "{name}: expected a {kind} column descriptor, got {k:?}"
-        )));
-    }
-    Ok(t.clone())
+fn usize_offsets<O: Copy + TryInto<usize>>(offsets: &[O]) -> Vec<usize> {
+    offsets.iter().map(|&o| o.try_into().unwrap_or(0)).collect()
 }
 
 /// How the `keys` column is given.
 #[derive(Debug)]
-enum KeysCol {
+enum Keys {
     /// One string per row, keys separated by spaces.
-    Joined(BinaryCol),
+    Joined(Bytes),
     /// A list of strings per row.
-    List(NestedCol),
+    List(Nested),
 }
 
-/// Every column of the batch, owned (usable detached).
+fn keys_of(a: &ArrayRef) -> PyResult<Keys> {
+    let t = a.data_type();
+    if is_text(t) {
+        return Ok(Keys::Joined(Bytes::of("keys", a)?));
+    }
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "column 'keys' must be string (space-separated keys) or list<string>, not {t}"
+        ))
+    };
+    let list = match t {
+        DataType::List(f) | DataType::LargeList(f) if is_text(f.data_type()) => {
+            if let DataType::List(_) = t {
+                let l = a.as_list::<i32>();
+                (usize_offsets(l.value_offsets()), l.nulls(), l.values())
+            } else {
+                let l = a.as_list::<i64>();
+                (usize_offsets(l.value_offsets()), l.nulls(), l.values())
+            }
+        }
+        _ => return Err(bad()),
+    };
+    let (offsets, nulls, values) = list;
+    Ok(Keys::List(Nested {
+        offsets,
+        nulls: nulls.cloned(),
+        first: Bytes::of("keys", values)?,
+        second: None,
+    }))
+}
+
+fn properties_of(a: &ArrayRef) -> PyResult<Nested> {
+    let t = a.data_type();
+    let ok = match t {
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(f) => f.len() == 2 && f.iter().all(|field| is_text(field.data_type())),
+            _ => false,
+        },
+        _ => false,
+    };
+    if !ok {
+        return Err(PyTypeError::new_err(format!(
+            "column 'properties' must be map<string, string>, not {t}"
+        )));
+    }
+    let m = a.as_map();
+    Ok(Nested {
+        offsets: usize_offsets(m.value_offsets()),
+        nulls: m.nulls().cloned(),
+        first: Bytes::of("properties", m.keys())?,
+        second: Some(Bytes::of("properties", m.values())?),
+    })
+}
+
+/// Every column of one imported batch.
 #[derive(Debug)]
 struct Columns {
+    /// Index of the batch's first row in the whole input (error messages name that row).
+    first_row: usize,
     len: usize,
-    topic: BinaryCol,
-    body: BinaryCol,
-    queue_id: Option<IntCol>,
-    tags: Option<BinaryCol>,
-    keys: Option<KeysCol>,
-    properties: Option<NestedCol>,
-    flag: Option<IntCol>,
-    born_timestamp: Option<IntCol>,
-    born_host: Option<BinaryCol>,
-    store_host: Option<BinaryCol>,
-    delay_level: Option<IntCol>,
-    transaction: Option<BinaryCol>,
-    prepared_transaction_offset: Option<IntCol>,
+    topic: Bytes,
+    body: Bytes,
+    queue_id: Option<Ints>,
+    tags: Option<Bytes>,
+    keys: Option<Keys>,
+    properties: Option<Nested>,
+    flag: Option<Ints>,
+    born_timestamp: Option<Ints>,
+    born_host: Option<Bytes>,
+    store_host: Option<Bytes>,
+    delay_level: Option<Ints>,
+    transaction: Option<Bytes>,
+    prepared_transaction_offset: Option<Ints>,
+}
+
+/// Checks the column names of the input: only `put()` argument names, each once, with
+/// `topic` and `body`.
+fn check_schema(schema: &Schema) -> PyResult<()> {
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    for (i, name) in names.iter().enumerate() {
+        if !PUT_FIELDS.contains(name) {
+            return Err(invalid_message_field(
+                name,
+                format!(
+                    "invalid message: unknown column '{name}' (expected put() argument names: {})",
+                    PUT_FIELDS.join(", ")
+                ),
+            ));
+        }
+        if names.get(..i).is_some_and(|before| before.contains(name)) {
+            return Err(invalid_message_field(
+                name,
+                format!("invalid {name}: the batch has two '{name}' columns"),
+            ));
+        }
+    }
+    for required in ["topic", "body"] {
+        if !names.contains(&required) {
+            return Err(invalid_message(
+                required,
+                None,
+                format_args!("the batch has no {required:?} column"),
+            ));
+        }
+    }
+    for f in schema.fields() {
+        let name = f.name().as_str();
+        let t = f.data_type();
+        if TEXT_COLUMNS.contains(&name) && !is_text(t) {
+            return Err(PyTypeError::new_err(format!(
+                "column {name:?} must be a string column, not {t}"
+            )));
+        }
+        if name == "body" && !is_binary(t) {
+            return Err(PyTypeError::new_err(format!(
+                "column 'body' must be a binary (or string) column, not {t}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `d` with every string type replaced by its binary twin, checked in full (buffer sizes,
+/// offsets, bitmaps, dictionary keys, children): an error for anything a producer got wrong.
+/// UTF-8 is left to the per-row checks, so that invalid text names its row.
+fn checked(d: &ArrayData) -> Result<ArrayData, arrow_schema::ArrowError> {
+    let children = d
+        .child_data()
+        .iter()
+        .map(checked)
+        .collect::<Result<Vec<_>, _>>()?;
+    let child_type = |i: usize| children.get(i).map(|c| c.data_type().clone());
+    let retyped = |f: &Arc<Field>, i: usize| {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(child_type(i).unwrap_or(DataType::Null)),
+        )
+    };
+    let t = match d.data_type() {
+        DataType::Utf8 => DataType::Binary,
+        DataType::LargeUtf8 => DataType::LargeBinary,
+        DataType::Utf8View => DataType::BinaryView,
+        DataType::List(f) => DataType::List(retyped(f, 0)),
+        DataType::LargeList(f) => DataType::LargeList(retyped(f, 0)),
+        DataType::ListView(f) => DataType::ListView(retyped(f, 0)),
+        DataType::LargeListView(f) => DataType::LargeListView(retyped(f, 0)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(retyped(f, 0), *n),
+        DataType::Map(f, sorted) => DataType::Map(retyped(f, 0), *sorted),
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| retyped(f, i))
+                .collect(),
+        ),
+        DataType::Dictionary(k, _) => {
+            DataType::Dictionary(k.clone(), Box::new(child_type(0).unwrap_or(DataType::Null)))
+        }
+        other => other.clone(),
+    };
+    d.clone()
+        .into_builder()
+        .data_type(t)
+        .child_data(children)
+        .build()
 }
 
 impl Columns {
-    fn extract(len: usize, columns: &Bound<'_, PyDict>) -> PyResult<Self> {
-        for (k, _) in columns.iter() {
-            let name: String = k.extract()?;
-            if !PUT_FIELDS.contains(&name.as_str()) {
-                return Err(invalid_message_field(
-                    &name,
-                    format!("invalid message: unknown column {name:?} (expected put() argument names: {})", PUT_FIELDS.join(", ")),
-                ));
-            }
+    fn of(batch: &RecordBatch, first_row: usize) -> PyResult<Self> {
+        for c in batch.columns() {
+            checked(&c.to_data())
+                .map_err(|e| PyValueError::new_err(format!("malformed Arrow data: {e}")))?;
         }
-        let get = |name: &str| columns.get_item(name);
-        let required = |name: &'static str| -> PyResult<Bound<'_, PyAny>> {
-            get(name)?.ok_or_else(|| {
+        let get = |name: &str| batch.column_by_name(name);
+        let bytes = |name: &'static str| get(name).map(|a| Bytes::of(name, a)).transpose();
+        let ints = |name: &'static str| get(name).map(|a| Ints::of(name, a)).transpose();
+        let required = |name: &'static str| {
+            get(name).ok_or_else(|| {
                 invalid_message(name, None, format_args!("the batch has no {name:?} column"))
             })
         };
-        let binary = |name: &'static str| -> PyResult<Option<BinaryCol>> {
-            get(name)?
-                .map(|d| BinaryCol::extract(&d, len, name))
-                .transpose()
-        };
-        let int = |name: &'static str| -> PyResult<Option<IntCol>> {
-            get(name)?
-                .map(|d| IntCol::extract(&d, len, name))
-                .transpose()
-        };
-        let keys = match get("keys")? {
-            None => None,
-            Some(d) => {
-                let kind: String = d
-                    .cast::<PyTuple>()
-                    .map_err(PyErr::from)?
-                    .get_item(0)?
-                    .extract()?;
-                Some(if kind == "list" {
-                    KeysCol::List(NestedCol::extract(&d, len, "keys", "list")?)
-                } else {
-                    KeysCol::Joined(BinaryCol::extract(&d, len, "keys")?)
-                })
-            }
-        };
         Ok(Columns {
-            len,
-            topic: BinaryCol::extract(&required("topic")?, len, "topic")?,
-            body: BinaryCol::extract(&required("body")?, len, "body")?,
-            queue_id: int("queue_id")?,
-            tags: binary("tags")?,
-            keys,
-            properties: get("properties")?
-                .map(|d| NestedCol::extract(&d, len, "properties", "map"))
-                .transpose()?,
-            flag: int("flag")?,
-            born_timestamp: int("born_timestamp")?,
-            born_host: binary("born_host")?,
-            store_host: binary("store_host")?,
-            delay_level: int("delay_level")?,
-            transaction: binary("transaction")?,
-            prepared_transaction_offset: int("prepared_transaction_offset")?,
+            first_row,
+            len: batch.num_rows(),
+            topic: Bytes::of("topic", required("topic")?)?,
+            body: Bytes::of("body", required("body")?)?,
+            queue_id: ints("queue_id")?,
+            tags: bytes("tags")?,
+            keys: get("keys").map(keys_of).transpose()?,
+            properties: get("properties").map(properties_of).transpose()?,
+            flag: ints("flag")?,
+            born_timestamp: ints("born_timestamp")?,
+            born_host: bytes("born_host")?,
+            store_host: bytes("store_host")?,
+            delay_level: ints("delay_level")?,
+            transaction: bytes("transaction")?,
+            prepared_transaction_offset: ints("prepared_transaction_offset")?,
         })
-    }
-
-    /// Views every row as a `PutMessage` (step 1: the flat key and property lists, and where
-    /// each row's part of them ends; the end lists stay empty when the column is absent).
-    fn flat(&self) -> Result<Flat<'_>, Failure> {
-        let mut f = Flat::default();
-        match &self.keys {
-            None => {}
-            Some(KeysCol::Joined(col)) => {
-                f.keys.reserve(self.len);
-                f.key_ends.reserve(self.len);
-                for i in 0..self.len {
-                    if let Some(s) = col.get_str(i, i, "keys")? {
-                        f.keys.extend(s.split(' ').filter(|k| !k.is_empty()));
-                    }
-                    f.key_ends.push(f.keys.len());
-                }
-            }
-            Some(KeysCol::List(col)) => {
-                f.keys.reserve(col.first.len);
-                f.key_ends.reserve(self.len);
-                for i in 0..self.len {
-                    for j in col.range(i)?.unwrap_or_default() {
-                        match col.first.get_str(j, i, "keys")? {
-                            Some(k) => f.keys.push(k),
-                            None => {
-                                return Err(Failure::Row(RowError::new(
-                                    "keys",
-                                    i,
-                                    "contains a null key",
-                                )))
-                            }
-                        }
-                    }
-                    f.key_ends.push(f.keys.len());
-                }
-            }
-        }
-        if let Some(col) = &self.properties {
-            f.props.reserve(col.first.len);
-            f.prop_ends.reserve(self.len);
-            for i in 0..self.len {
-                for j in col.range(i)?.unwrap_or_default() {
-                    let k = col.first.get_str(j, i, "properties")?;
-                    let v = match &col.second {
-                        Some(values) => values.get_str(j, i, "properties")?,
-                        None => None,
-                    };
-                    match (k, v) {
-                        (Some(k), Some(v)) => f.props.push((k, v)),
-                        _ => {
-                            return Err(Failure::Row(RowError::new(
-                                "properties",
-                                i,
-                                "contains a null name or value",
-                            )))
-                        }
-                    }
-                }
-                f.prop_ends.push(f.props.len());
-            }
-        }
-        Ok(f)
-    }
-
-    /// Step 2: the messages, borrowing the columns and the flat lists.
-    fn messages<'a>(&'a self, flat: &'a Flat<'a>) -> Result<Vec<PutMessage<'a>>, Failure> {
-        let mut out = Vec::with_capacity(self.len);
-        let mut last_host: [Option<(&[u8], HostAddr)>; 2] = [None, None];
-        let (mut key_start, mut prop_start) = (0, 0);
-        for i in 0..self.len {
-            let key_end = flat.key_ends.get(i).copied().unwrap_or(key_start);
-            let prop_end = flat.prop_ends.get(i).copied().unwrap_or(prop_start);
-            let keys = flat.keys.get(key_start..key_end).unwrap_or_default();
-            let properties = flat.props.get(prop_start..prop_end).unwrap_or_default();
-            (key_start, prop_start) = (key_end, prop_end);
-            let topic = self
-                .topic
-                .get_str(i, i, "topic")?
-                .ok_or_else(|| Failure::Row(RowError::new("topic", i, "is null")))?;
-            let body = self
-                .body
-                .get(i)?
-                .ok_or_else(|| Failure::Row(RowError::new("body", i, "is null")))?;
-            let queue_id = match self.queue_id.as_ref().and_then(|c| c.get(i)) {
-                None => 0,
-                Some(q) => i32::try_from(q).map_err(|_| {
-                    Failure::Row(RowError::new(
-                        "queue_id",
-                        i,
-                        format!("{q} is outside the 32-bit range"),
-                    ))
-                })?,
-            };
-            let flag = match self.flag.as_ref().and_then(|c| c.get(i)) {
-                None => 0,
-                Some(f) => i32::try_from(f).map_err(|_| {
-                    Failure::Row(RowError::new(
-                        "flag",
-                        i,
-                        format!("{f} is outside the 32-bit range"),
-                    ))
-                })?,
-            };
-            let delay_level = match self.delay_level.as_ref().and_then(|c| c.get(i)) {
-                None => 0,
-                Some(d) => i32::try_from(d).map_err(|_| {
-                    Failure::Row(RowError::new(
-                        "delay_level",
-                        i,
-                        format!("{d} is outside the 32-bit range"),
-                    ))
-                })?,
-            };
-            let transaction = match &self.transaction {
-                None => TransactionType::NotType,
-                Some(c) => match c.get_str(i, i, "transaction")? {
-                    None => TransactionType::NotType,
-                    Some(t) => TRANSACTION_NAMES
-                        .iter()
-                        .find(|(n, _)| *n == t)
-                        .map(|(_, ty)| *ty)
-                        .ok_or_else(|| {
-                            Failure::Row(RowError::new(
-                                "transaction",
-                                i,
-                                format!(
-                                    "{t:?} is not one of \"prepared\", \"commit\", \"rollback\" \
-                                     (or null)"
-                                ),
-                            ))
-                        })?,
-                },
-            };
-            let tags = match &self.tags {
-                Some(c) => c.get_str(i, i, "tags")?,
-                None => None,
-            };
-            let mut hosts: [Option<HostAddr>; 2] = [None, None];
-            for (slot, (col, field)) in [
-                (&self.born_host, "born_host"),
-                (&self.store_host, "store_host"),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let Some(col) = col else { continue };
-                let Some(raw) = col.get(i)? else { continue };
-                // Rows usually repeat one host: parse each distinct value once.
-                let cached = last_host
-                    .get(slot)
-                    .and_then(|c| c.as_ref())
-                    .filter(|(b, _)| *b == raw)
-                    .map(|(_, h)| *h);
-                let host = match cached {
-                    Some(h) => h,
-                    None => {
-                        let s = col.get_str(i, i, field)?.unwrap_or_default();
-                        let h = s.parse::<HostAddr>().map_err(|e| {
-                            Failure::Row(RowError::new(
-                                field,
-                                i,
-                                format!("{s:?} is not \"ip:port\" or \"[ipv6]:port\": {e}"),
-                            ))
-                        })?;
-                        if let Some(c) = last_host.get_mut(slot) {
-                            *c = Some((raw, h));
-                        }
-                        h
-                    }
-                };
-                if let Some(h) = hosts.get_mut(slot) {
-                    *h = Some(host);
-                }
-            }
-            let [born_host, store_host] = hosts;
-            out.push(PutMessage {
-                topic,
-                body,
-                queue_id,
-                tags,
-                keys,
-                properties,
-                flag,
-                born_timestamp: self.born_timestamp.as_ref().and_then(|c| c.get(i)),
-                born_host,
-                store_host,
-                delay_level,
-                transaction,
-                prepared_transaction_offset: self
-                    .prepared_transaction_offset
-                    .as_ref()
-                    .and_then(|c| c.get(i))
-                    .unwrap_or(0),
-                ..PutMessage::default()
-            });
-        }
-        Ok(out)
     }
 }
 
-/// Every row's keys and properties, flattened: row `i` owns `keys[key_ends[i - 1]..key_ends[i]]`
-/// (from 0 for the first row), and likewise for properties.
+/// Every row's keys and properties, flattened over all batches: row `i` owns
+/// `keys[key_ends[i - 1]..key_ends[i]]` (from 0 for the first row), and likewise for
+/// properties. Two allocations for the whole input instead of two per row.
 #[derive(Debug, Default)]
 struct Flat<'a> {
     keys: Vec<&'a str>,
     key_ends: Vec<usize>,
     props: Vec<(&'a str, &'a str)>,
     prop_ends: Vec<usize>,
+}
+
+impl<'a> Flat<'a> {
+    fn add(&mut self, c: &'a Columns) -> Result<(), RowError> {
+        for i in 0..c.len {
+            let row = c.first_row + i;
+            match &c.keys {
+                None => {}
+                Some(Keys::Joined(col)) => {
+                    if let Some(s) = col.get_str(i, row, "keys")? {
+                        // One string is stored as is (the keys rule of rocketstore_format::keys).
+                        self.keys.extend(rocketstore::format::keys::key_parts(s));
+                    }
+                }
+                Some(Keys::List(col)) => {
+                    for j in col.range(i).unwrap_or_default() {
+                        match col.first.get_str(j, row, "keys")? {
+                            Some(k) => self.keys.push(k),
+                            None => return Err(row_err("keys", row, "contains a null key")),
+                        }
+                    }
+                }
+            }
+            self.key_ends.push(self.keys.len());
+            if let Some(col) = &c.properties {
+                for j in col.range(i).unwrap_or_default() {
+                    let k = col.first.get_str(j, row, "properties")?;
+                    let v = match &col.second {
+                        Some(values) => values.get_str(j, row, "properties")?,
+                        None => None,
+                    };
+                    match (k, v) {
+                        (Some(k), Some(v)) => self.props.push((k, v)),
+                        _ => {
+                            return Err(row_err("properties", row, "contains a null name or value"))
+                        }
+                    }
+                }
+            }
+            self.prop_ends.push(self.props.len());
+        }
+        Ok(())
+    }
+}
+
+/// Parses the hosts of one column, caching the last distinct value (rows usually repeat one).
+#[derive(Debug, Default)]
+struct HostCache<'a> {
+    last: Option<(&'a [u8], HostAddr)>,
+}
+
+impl<'a> HostCache<'a> {
+    fn get(
+        &mut self,
+        col: Option<&'a Bytes>,
+        i: usize,
+        row: usize,
+        field: &'static str,
+    ) -> Result<Option<HostAddr>, RowError> {
+        let Some(col) = col else { return Ok(None) };
+        let Some(raw) = col.get(i) else {
+            return Ok(None);
+        };
+        if let Some((b, h)) = self.last {
+            if b == raw {
+                return Ok(Some(h));
+            }
+        }
+        let s = col.get_str(i, row, field)?.unwrap_or_default();
+        let h = s.parse::<HostAddr>().map_err(|e| {
+            row_err(
+                field,
+                row,
+                format!("{s:?} is not \"ip:port\" or \"[ipv6]:port\": {e}"),
+            )
+        })?;
+        self.last = Some((raw, h));
+        Ok(Some(h))
+    }
+}
+
+/// Step 2: the messages of every batch, borrowing the columns and the flat lists.
+fn messages<'a>(
+    batches: &'a [Columns],
+    flat: &'a Flat<'a>,
+) -> Result<Vec<PutMessage<'a>>, RowError> {
+    let total: usize = batches.iter().map(|c| c.len).sum();
+    let mut out = Vec::with_capacity(total);
+    let (mut key_start, mut prop_start) = (0, 0);
+    for c in batches {
+        let mut born_hosts = HostCache::default();
+        let mut store_hosts = HostCache::default();
+        for i in 0..c.len {
+            let row = c.first_row + i;
+            let key_end = flat.key_ends.get(row).copied().unwrap_or(key_start);
+            let prop_end = flat.prop_ends.get(row).copied().unwrap_or(prop_start);
+            let keys = flat.keys.get(key_start..key_end).unwrap_or_default();
+            let properties = flat.props.get(prop_start..prop_end).unwrap_or_default();
+            (key_start, prop_start) = (key_end, prop_end);
+            let topic = c
+                .topic
+                .get_str(i, row, "topic")?
+                .ok_or_else(|| row_err("topic", row, "is null"))?;
+            let body = c
+                .body
+                .get(i)
+                .ok_or_else(|| row_err("body", row, "is null"))?;
+            let int32 = |col: &Option<Ints>, field| -> Result<i32, RowError> {
+                match col {
+                    None => Ok(0),
+                    Some(col) => col
+                        .get_i32(i, field)
+                        .map(Option::unwrap_or_default)
+                        .map_err(|e| row_err(field, row, e.reason)),
+                }
+            };
+            let int64 = |col: &Option<Ints>, field| -> Result<Option<i64>, RowError> {
+                match col {
+                    None => Ok(None),
+                    Some(col) => col.get(i, field).map_err(|e| row_err(field, row, e.reason)),
+                }
+            };
+            let transaction = match &c.transaction {
+                None => TransactionType::NotType,
+                Some(col) => match col.get_str(i, row, "transaction")? {
+                    None => TransactionType::NotType,
+                    Some(t) => TRANSACTION_NAMES
+                        .iter()
+                        .find(|(n, _)| *n == t)
+                        .map(|(_, ty)| *ty)
+                        .ok_or_else(|| {
+                            row_err(
+                                "transaction",
+                                row,
+                                format!(
+                                    "{t:?} is not one of \"prepared\", \"commit\", \"rollback\" \
+                                     (or null)"
+                                ),
+                            )
+                        })?,
+                },
+            };
+            let tags = match &c.tags {
+                Some(col) => col.get_str(i, row, "tags")?,
+                None => None,
+            };
+            out.push(PutMessage {
+                topic,
+                body,
+                queue_id: int32(&c.queue_id, "queue_id")?,
+                tags,
+                keys,
+                properties,
+                flag: int32(&c.flag, "flag")?,
+                born_timestamp: int64(&c.born_timestamp, "born_timestamp")?,
+                born_host: born_hosts.get(c.born_host.as_ref(), i, row, "born_host")?,
+                store_host: store_hosts.get(c.store_host.as_ref(), i, row, "store_host")?,
+                delay_level: int32(&c.delay_level, "delay_level")?,
+                transaction,
+                prepared_transaction_offset: int64(
+                    &c.prepared_transaction_offset,
+                    "prepared_transaction_offset",
+                )?
+                .unwrap_or(0),
+                ..PutMessage::default()
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// RocketMQ's PutMessageStatus names, in dictionary order of the `status` result column.
@@ -622,17 +666,23 @@ const STATUS_NAMES: [&str; 10] = [
     "UNKNOWN_ERROR",
 ];
 
-/// The result columns as raw native-endian buffers.
-#[derive(Debug, Default)]
-struct Output {
-    status: Vec<u8>,
-    names: Vec<&'static str>,
-    msg_id_offsets: Vec<u8>,
-    msg_id_data: Vec<u8>,
-    commitlog_offset: Vec<u8>,
-    queue_offset: Vec<u8>,
-    wrote_bytes: Vec<u8>,
-    store_timestamp: Vec<u8>,
+/// The schema of the batch `put_batch` returns for Arrow input (`rocketstore._arrow.RESULT_SCHEMA`).
+pub(crate) fn result_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    Arc::clone(SCHEMA.get_or_init(|| {
+        Arc::new(Schema::new(vec![
+            Field::new(
+                "status",
+                DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)),
+                false,
+            ),
+            Field::new("msg_id", DataType::Utf8, false),
+            Field::new("commitlog_offset", DataType::Int64, false),
+            Field::new("queue_offset", DataType::Int64, false),
+            Field::new("wrote_bytes", DataType::Int32, false),
+            Field::new("store_timestamp", DataType::Int64, false),
+        ]))
+    }))
 }
 
 /// Writes offset message ids without a `String` per row.
@@ -660,13 +710,6 @@ fn push_hex16(out: &mut Vec<u8>, v: i64) {
 }
 
 impl MsgIds {
-    fn push(&mut self, out: &mut Vec<u8>, r: &rocketstore::PutResult) {
-        if r.commitlog_offset < 0 {
-            return; // not written: empty id, like PutResult::msg_id
-        }
-        self.push_id(out, r.store_host, r.commitlog_offset);
-    }
-
     /// Appends the offset message id of (`host`, `offset`) to `out`.
     pub(crate) fn push_id(&mut self, out: &mut Vec<u8>, host: HostAddr, offset: i64) {
         if self.host == Some(host) {
@@ -689,117 +732,117 @@ impl MsgIds {
     }
 }
 
-fn build_output(results: &[rocketstore::PutResult]) -> Result<Output, Failure> {
+fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
+    PyValueError::new_err(format!("cannot build the result batch: {e}"))
+}
+
+/// The result batch of `results` (one row per message, in input order).
+fn result_batch(results: &[rocketstore::PutResult]) -> PyResult<RecordBatch> {
     let n = results.len();
-    let mut o = Output {
-        status: Vec::with_capacity(n),
-        names: STATUS_NAMES.to_vec(),
-        msg_id_offsets: Vec::with_capacity((n + 1) * 4),
-        msg_id_data: Vec::with_capacity(n * 32),
-        commitlog_offset: Vec::with_capacity(n * 8),
-        queue_offset: Vec::with_capacity(n * 8),
-        wrote_bytes: Vec::with_capacity(n * 4),
-        store_timestamp: Vec::with_capacity(n * 8),
-    };
-    o.msg_id_offsets.extend_from_slice(&0i32.to_ne_bytes());
-    let mut last: Option<(PutStatus, u8)> = None;
+    let mut status = Vec::with_capacity(n);
+    let mut names: Vec<&str> = STATUS_NAMES.to_vec();
+    let mut id_offsets: Vec<i32> = Vec::with_capacity(n + 1);
+    id_offsets.push(0);
+    let mut id_data = Vec::with_capacity(n * 32);
     let mut ids = MsgIds::default();
+    let mut last: Option<(PutStatus, i8)> = None;
     for r in results {
         let code = match last {
             Some((s, c)) if s == r.status => c,
             _ => {
                 let name = r.status.as_str();
-                let pos = match o.names.iter().position(|n| *n == name) {
-                    Some(p) => p,
-                    None => {
-                        o.names.push(name);
-                        o.names.len() - 1
-                    }
-                };
-                let c = u8::try_from(pos).map_err(|_| malformed("too many status values"))?;
+                let pos = names.iter().position(|x| *x == name).unwrap_or_else(|| {
+                    names.push(name);
+                    names.len() - 1
+                });
+                let c = i8::try_from(pos).map_err(|_| arrow_err_msg("too many status values"))?;
                 last = Some((r.status, c));
                 c
             }
         };
-        o.status.push(code);
-        ids.push(&mut o.msg_id_data, r);
-        let end = i32::try_from(o.msg_id_data.len()).map_err(|_| {
-            malformed("batch too large: the msg_id column exceeds 2 GiB; split the batch")
-        })?;
-        o.msg_id_offsets.extend_from_slice(&end.to_ne_bytes());
-        o.commitlog_offset
-            .extend_from_slice(&r.commitlog_offset.to_ne_bytes());
-        o.queue_offset
-            .extend_from_slice(&r.queue_offset.to_ne_bytes());
-        o.wrote_bytes
-            .extend_from_slice(&r.wrote_bytes.to_ne_bytes());
-        o.store_timestamp
-            .extend_from_slice(&r.store_timestamp.to_ne_bytes());
+        status.push(code);
+        if r.commitlog_offset >= 0 {
+            ids.push_id(&mut id_data, r.store_host, r.commitlog_offset);
+        }
+        id_offsets.push(i32::try_from(id_data.len()).map_err(|_| {
+            arrow_err_msg("batch too large: the msg_id column exceeds 2 GiB; split the batch")
+        })?);
     }
-    Ok(o)
+    let keys = Int8Array::from(status);
+    let status = DictionaryArray::<Int8Type>::try_new(keys, Arc::new(StringArray::from(names)))
+        .map_err(arrow_err)?;
+    let msg_id = StringArray::try_new(
+        OffsetBuffer::new(ScalarBuffer::from(id_offsets)),
+        Buffer::from_vec(id_data),
+        None,
+    )
+    .map_err(arrow_err)?;
+    let i64s = |f: fn(&rocketstore::PutResult) -> i64| {
+        Arc::new(Int64Array::from_iter_values(results.iter().map(f))) as ArrayRef
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(status),
+        Arc::new(msg_id),
+        i64s(|r| r.commitlog_offset),
+        i64s(|r| r.queue_offset),
+        Arc::new(Int32Array::from_iter_values(
+            results.iter().map(|r| r.wrote_bytes),
+        )),
+        i64s(|r| r.store_timestamp),
+    ];
+    RecordBatch::try_new(result_schema(), columns).map_err(arrow_err)
 }
 
-/// Largest batch whose `msg_id` column (at most 56 characters per row, IPv6) fits Arrow's
+fn arrow_err_msg(m: &str) -> PyErr {
+    PyValueError::new_err(m.to_owned())
+}
+
+/// Largest input whose `msg_id` column (at most 56 characters per row, IPv6) fits Arrow's
 /// 32-bit string offsets; checked before anything is written.
 const MAX_ROWS: usize = (i32::MAX as usize) / 56;
 
-fn write(store: &Store, cols: &Columns) -> Result<Output, Failure> {
-    let flat = cols.flat()?;
-    let msgs = cols.messages(&flat)?;
-    let results = store.put_batch(&msgs).map_err(Failure::Engine)?;
-    build_output(&results)
+fn write(store: &Store, batches: &[Columns]) -> Result<Vec<rocketstore::PutResult>, Failure> {
+    let mut flat = Flat::default();
+    for c in batches {
+        flat.add(c)?;
+    }
+    let msgs = messages(batches, &flat)?;
+    store.put_batch(&msgs).map_err(Failure::Engine)
 }
 
-/// `MessageStore._put_columns`: see the module docs.
-pub(crate) fn put_columns<'py>(
+/// `MessageStore._put_arrow`: imports `data` (see the module docs), writes it and returns the
+/// result batch as a `pyarrow.RecordBatch`.
+pub(crate) fn put_arrow<'py>(
     py: Python<'py>,
     store: &Store,
-    num_rows: usize,
-    columns: &Bound<'py, PyDict>,
-) -> PyResult<Bound<'py, PyTuple>> {
-    if num_rows > MAX_ROWS {
-        return Err(invalid_message_field(
-            "messages",
-            format!(
-                "invalid messages: {num_rows} rows is more than {MAX_ROWS} in one batch; split it"
-            ),
-        ));
+    data: AnyRecordBatch,
+) -> PyResult<Bound<'py, PyAny>> {
+    let schema = data.schema()?;
+    check_schema(&schema)?;
+    let reader = data.into_reader()?;
+    let mut batches = Vec::new();
+    let mut rows = 0usize;
+    for batch in reader {
+        let batch =
+            batch.map_err(|e| PyValueError::new_err(format!("reading the Arrow input: {e}")))?;
+        let c = Columns::of(&batch, rows)?;
+        rows = rows.saturating_add(c.len);
+        if rows > MAX_ROWS {
+            return Err(invalid_message_field(
+                "messages",
+                format!("invalid messages: more than {MAX_ROWS} rows in one batch; split it"),
+            ));
+        }
+        if c.len > 0 {
+            batches.push(c);
+        }
     }
-    let cols = Columns::extract(num_rows, columns)?;
-    let out = py.detach(|| write(store, &cols));
-    drop(cols);
-    let o = match out {
-        Ok(o) => o,
-        Err(Failure::Row(r)) => {
-            return Err(invalid_message(r.field, Some(r.index), r.reason));
-        }
+    let results = py.detach(|| write(store, &batches));
+    drop(batches);
+    let results = match results {
+        Ok(r) => r,
+        Err(Failure::Row(r)) => return Err(invalid_message(r.field, Some(r.index), r.reason)),
         Err(Failure::Engine(e)) => return Err(map_error(py, &e)),
-        Err(Failure::Malformed(m)) => {
-            return Err(PyValueError::new_err(format!(
-                "malformed column buffers: {m}"
-            )))
-        }
     };
-    let names = PyList::new(py, o.names.iter().map(|n| PyString::new(py, n)))?;
-    PyTuple::new(
-        py,
-        [
-            PyBytes::new(py, &o.status).into_any(),
-            names.into_any(),
-            PyBytes::new(py, &o.msg_id_offsets).into_any(),
-            PyBytes::new(py, &o.msg_id_data).into_any(),
-            PyBytes::new(py, &o.commitlog_offset).into_any(),
-            PyBytes::new(py, &o.queue_offset).into_any(),
-            PyBytes::new(py, &o.wrote_bytes).into_any(),
-            PyBytes::new(py, &o.store_timestamp).into_any(),
-        ],
-    )
-}
-
-/// Row `i`'s `[lo, hi)` from an int64 offsets buffer rebased by `base` (the array offset's
-/// first value); `None` if either offset is missing, below `base` or not addressable.
-fn offset_pair(offsets: &[u8], base: i64, i: usize) -> Option<(usize, usize)> {
-    let lo = usize::try_from(read_i64(offsets, i)?.checked_sub(base)?).ok()?;
-    let hi = usize::try_from(read_i64(offsets, i + 1)?.checked_sub(base)?).ok()?;
-    Some((lo, hi))
+    PyRecordBatch::new(result_batch(&results)?).into_pyarrow(py)
 }

@@ -13,8 +13,16 @@
 //! * the `properties` map column is `(offsets, key_offsets, key_data, value_offsets,
 //!   value_data)`: `n + 1` int32 entry offsets, then the two string children (never null).
 
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::{
+    ArrayRef, BinaryArray, Int32Array, Int64Array, MapArray, RecordBatch, StringArray, StructArray,
+    TimestampMillisecondArray,
+};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
 use rocketstore::format::{parse_properties, HostAddr, RecordView};
 use rocketstore::{IndexFileEntries, Store};
 
@@ -105,39 +113,140 @@ impl Utf8Col {
         self.set_valid(i, true);
     }
 
-    fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let validity = if self.nulls == 0 {
-            py.None().into_bound(py)
-        } else {
-            PyBytes::new(py, &self.validity).into_any()
-        };
-        PyTuple::new(
-            py,
-            [
-                validity,
-                i32s(py, &self.offsets)?.into_any(),
-                PyBytes::new(py, &self.data).into_any(),
-            ],
+    fn nulls(&mut self) -> Option<NullBuffer> {
+        if self.nulls == 0 {
+            return None;
+        }
+        let len = self.len();
+        self.validity.resize(len.div_ceil(8), 0);
+        let bits = Buffer::from_vec(std::mem::take(&mut self.validity));
+        Some(NullBuffer::new(BooleanBuffer::new(bits, 0, len)))
+    }
+
+    fn into_parts(mut self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
+        let nulls = self.nulls();
+        (
+            OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
+            Buffer::from_vec(self.data),
+            nulls,
         )
+    }
+
+    /// The column as a UTF-8 string array (its bytes are checked as UTF-8 once, here).
+    fn into_string(self) -> PyResult<ArrayRef> {
+        let (offsets, data, nulls) = self.into_parts();
+        Ok(Arc::new(
+            StringArray::try_new(offsets, data, nulls).map_err(arrow_err)?,
+        ))
+    }
+
+    /// The column as a binary array (no copy of the data).
+    fn into_binary(self) -> PyResult<ArrayRef> {
+        let (offsets, data, nulls) = self.into_parts();
+        Ok(Arc::new(
+            BinaryArray::try_new(offsets, data, nulls).map_err(arrow_err)?,
+        ))
     }
 }
 
-fn i32s<'py>(py: Python<'py>, v: &[i32]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_with(py, v.len() * 4, |buf| {
-        for (dst, x) in buf.chunks_exact_mut(4).zip(v) {
-            dst.copy_from_slice(&x.to_ne_bytes());
-        }
-        Ok(())
-    })
+fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
+    PyValueError::new_err(format!("cannot build the Arrow batch: {e}"))
 }
 
-fn i64s<'py>(py: Python<'py>, v: &[i64]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_with(py, v.len() * 8, |buf| {
-        for (dst, x) in buf.chunks_exact_mut(8).zip(v) {
-            dst.copy_from_slice(&x.to_ne_bytes());
-        }
-        Ok(())
-    })
+fn i32s(v: Vec<i32>) -> ArrayRef {
+    Arc::new(Int32Array::new(ScalarBuffer::from(v), None))
+}
+
+fn i64s(v: Vec<i64>) -> ArrayRef {
+    Arc::new(Int64Array::new(ScalarBuffer::from(v), None))
+}
+
+fn millis(v: Vec<i64>) -> ArrayRef {
+    Arc::new(TimestampMillisecondArray::new(ScalarBuffer::from(v), None).with_timezone("UTC"))
+}
+
+fn timestamp_ms() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+}
+
+/// The entries field of the `properties` map (as `pa.map_(pa.string(), pa.string())`).
+fn map_entries() -> Arc<Field> {
+    Arc::new(Field::new(
+        "entries",
+        DataType::Struct(Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("value", DataType::Utf8, true),
+        ])),
+        false,
+    ))
+}
+
+/// The schema of the message batches (`rocketstore.MESSAGE_SCHEMA`): the one definition.
+///
+/// `tags`, `keys` (the raw `KEYS` property: keys separated by spaces) and `uniq_key` are null
+/// when the message has none; `properties` holds every stored property (including `TAGS`,
+/// `KEYS` and `UNIQ_KEY`); `msg_id` is the offset message id.
+pub(crate) fn message_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    Arc::clone(SCHEMA.get_or_init(|| {
+        let f = |name: &str, t: DataType| Field::new(name, t, false);
+        Arc::new(Schema::new(vec![
+            f("topic", DataType::Utf8),
+            f("queue_id", DataType::Int32),
+            f("queue_offset", DataType::Int64),
+            f("commitlog_offset", DataType::Int64),
+            f("store_size", DataType::Int32),
+            f("body", DataType::Binary),
+            f("body_crc", DataType::Int32),
+            f("flag", DataType::Int32),
+            f("sys_flag", DataType::Int32),
+            Field::new("tags", DataType::Utf8, true),
+            Field::new("keys", DataType::Utf8, true),
+            f("properties", DataType::Map(map_entries(), false)),
+            f("born_timestamp", timestamp_ms()),
+            f("born_host", DataType::Utf8),
+            f("store_timestamp", timestamp_ms()),
+            f("store_host", DataType::Utf8),
+            f("reconsume_times", DataType::Int32),
+            f("prepared_transaction_offset", DataType::Int64),
+            f("msg_id", DataType::Utf8),
+            Field::new("uniq_key", DataType::Utf8, true),
+        ]))
+    }))
+}
+
+/// The schema of `read_consume_queue` batches: one row per 20-byte consume queue unit.
+pub(crate) fn consume_queue_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    Arc::clone(SCHEMA.get_or_init(|| {
+        let f = |name: &str, t: DataType| Field::new(name, t, false);
+        Arc::new(Schema::new(vec![
+            f("topic", DataType::Utf8),
+            f("queue_id", DataType::Int32),
+            f("queue_offset", DataType::Int64),
+            f("commitlog_offset", DataType::Int64),
+            f("size", DataType::Int32),
+            f("tags_code", DataType::Int64),
+        ]))
+    }))
+}
+
+/// The schema of `read_index` batches: one row per index entry of every index file.
+pub(crate) fn index_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    Arc::clone(SCHEMA.get_or_init(|| {
+        let f = |name: &str, t: DataType| Field::new(name, t, false);
+        Arc::new(Schema::new(vec![
+            f("file", DataType::Utf8),
+            f("file_begin_timestamp", timestamp_ms()),
+            f("slot", DataType::Int32),
+            f("entry", DataType::Int32),
+            f("key_hash", DataType::Int32),
+            f("commitlog_offset", DataType::Int64),
+            f("time_diff_s", DataType::Int32),
+            f("prev_index", DataType::Int32),
+        ]))
+    }))
 }
 
 /// A host column: rows usually repeat one host, so its text is formatted once.
@@ -160,40 +269,11 @@ impl HostCol {
     }
 }
 
-/// Byte ranges of a property name and its value inside the raw properties.
-type PropRange = (std::ops::Range<usize>, std::ops::Range<usize>);
-
-/// Properties of one record, parsed like RocketMQ's `string2messageProperties` (see
-/// `rocketstore_format::parse_properties`): a repeated name keeps its first position and its
-/// last value; pairs with an empty name or value are dropped. `out` receives byte ranges into
-/// `raw`. Returns `false` (and leaves `out` empty) if `raw` is not valid UTF-8.
-fn parse_ranges(raw: &[u8], out: &mut Vec<PropRange>) -> bool {
-    out.clear();
-    if std::str::from_utf8(raw).is_err() {
-        return false;
-    }
-    let mut start = 0;
-    for segment in raw.split(|&b| b == 2) {
-        let seg_start = start;
-        start += segment.len() + 1;
-        let Some(sep) = segment.iter().position(|&b| b == 1) else {
-            continue;
-        };
-        if sep == 0 || sep + 1 >= segment.len() {
-            continue;
-        }
-        let name = seg_start..seg_start + sep;
-        let value = seg_start + sep + 1..seg_start + segment.len();
-        let name_bytes = raw.get(name.clone()).unwrap_or_default();
-        match out
-            .iter_mut()
-            .find(|(n, _)| raw.get(n.clone()) == Some(name_bytes))
-        {
-            Some(slot) => slot.1 = value,
-            None => out.push((name, value)),
-        }
-    }
-    true
+/// An empty pair list that keeps `v`'s allocation for the next record (the borrowed pairs of
+/// one record cannot outlive it; an emptied vector has nothing left to borrow).
+fn recycle(mut v: Vec<(&str, &str)>) -> Vec<(&'static str, &'static str)> {
+    v.clear();
+    v.into_iter().map(|_| ("", "")).collect()
 }
 
 /// The message columns (`rocketstore.MESSAGE_SCHEMA`) being built.
@@ -224,13 +304,17 @@ pub(crate) struct MessageColumns {
     ids: MsgIds,
     /// Record bytes taken so far plus the per-row allowance (bounds every string column).
     budget_used: usize,
-    scratch: Vec<PropRange>,
+    scratch: Vec<(&'static str, &'static str)>,
+    /// Rows this batch may hold (capacity planning).
+    rows: usize,
 }
 
 impl MessageColumns {
     pub(crate) fn new(rows_hint: usize) -> Self {
         let rows = rows_hint.min(1 << 16);
-        let s = |bytes_per_row: usize| Utf8Col::with_capacity(rows, rows * bytes_per_row);
+        // The data of the variable-length columns is reserved on the first record (see
+        // `reserve_like`): allocated once, at its size, never regrown (a realloc would copy).
+        let s = |_bytes_per_row: usize| Utf8Col::with_capacity(rows, 0);
         let mut prop_offsets = Vec::with_capacity(rows + 1);
         prop_offsets.push(0);
         MessageColumns {
@@ -265,6 +349,7 @@ impl MessageColumns {
             ids: MsgIds::default(),
             budget_used: 0,
             scratch: Vec::new(),
+            rows,
         }
     }
 
@@ -282,6 +367,9 @@ impl MessageColumns {
             return false;
         }
         self.budget_used = self.budget_used.saturating_add(need);
+        if self.len() == 0 {
+            self.reserve_like(v);
+        }
         self.topic.push(v.topic.as_bytes());
         self.queue_id.push(v.queue_id);
         self.queue_offset.push(v.queue_offset);
@@ -305,22 +393,44 @@ impl MessageColumns {
         true
     }
 
+    /// Reserves room for `rows` records like `v` (the first): reserved, untouched memory
+    /// costs nothing, while growing a column copies it and faults its pages in again.
+    fn reserve_like(&mut self, v: &RecordView<'_>) {
+        let rows = self.rows;
+        let cap = |per_row: usize| rows.saturating_mul(per_row).min(MAX_COLUMN_BYTES);
+        self.body.data.reserve(cap(v.body.len()));
+        self.topic.data.reserve(cap(v.topic.len()));
+        self.born_host.col.data.reserve(cap(24));
+        self.store_host.col.data.reserve(cap(24));
+        self.msg_id.data.reserve(cap(40));
+        let props = v.properties_raw.len();
+        for col in [
+            &mut self.prop_keys,
+            &mut self.prop_values,
+            &mut self.tags,
+            &mut self.keys,
+            &mut self.uniq_key,
+        ] {
+            col.data.reserve(cap(props));
+        }
+        let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
+        self.prop_keys.offsets.reserve(rows.saturating_mul(pairs));
+        self.prop_values.offsets.reserve(rows.saturating_mul(pairs));
+    }
+
     fn push_properties(&mut self, raw: &[u8]) {
         use rocketstore::format::property::{KEYS, TAGS, UNIQ_KEY};
-        let mut pairs = std::mem::take(&mut self.scratch);
-        if parse_ranges(raw, &mut pairs) {
+        let mut pairs: Vec<(&str, &str)> = std::mem::take(&mut self.scratch);
+        if rocketstore::format::parse_properties_into(raw, &mut pairs) {
             let (mut tags, mut keys, mut uniq) = (None, None, None);
-            for (k, v) in &pairs {
-                let name = raw.get(k.clone()).unwrap_or_default();
-                let value = raw.get(v.clone()).unwrap_or_default();
-                self.prop_keys.push(name);
-                self.prop_values.push(value);
-                if name == TAGS.as_bytes() {
-                    tags = Some(value);
-                } else if name == KEYS.as_bytes() {
-                    keys = Some(value);
-                } else if name == UNIQ_KEY.as_bytes() {
-                    uniq = Some(value);
+            for &(name, value) in &pairs {
+                self.prop_keys.push(name.as_bytes());
+                self.prop_values.push(value.as_bytes());
+                match name {
+                    TAGS => tags = Some(value.as_bytes()),
+                    KEYS => keys = Some(value.as_bytes()),
+                    UNIQ_KEY => uniq = Some(value.as_bytes()),
+                    _ => {}
                 }
             }
             self.tags.push_opt(tags);
@@ -339,46 +449,56 @@ impl MessageColumns {
                 .push_opt(props.get(UNIQ_KEY).map(str::as_bytes));
         }
         self.prop_offsets.push(offset_i32(self.prop_keys.len()));
-        self.scratch = pairs;
+        self.scratch = recycle(pairs);
     }
 
-    /// The columns in `MESSAGE_SCHEMA` order (see the module docs for each descriptor).
-    pub(crate) fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let map = PyTuple::new(
-            py,
-            [
-                i32s(py, &self.prop_offsets)?.into_any(),
-                i32s(py, &self.prop_keys.offsets)?.into_any(),
-                PyBytes::new(py, &self.prop_keys.data).into_any(),
-                i32s(py, &self.prop_values.offsets)?.into_any(),
-                PyBytes::new(py, &self.prop_values.data).into_any(),
+    /// The batch (schema [`message_schema`]); the buffers move into Arrow without a copy.
+    pub(crate) fn into_batch(self) -> PyResult<RecordBatch> {
+        let (key_offsets, key_data, _) = self.prop_keys.into_parts();
+        let (value_offsets, value_data, _) = self.prop_values.into_parts();
+        let entries = StructArray::try_new(
+            match map_entries().data_type() {
+                DataType::Struct(f) => f.clone(),
+                _ => Fields::empty(),
+            },
+            vec![
+                Arc::new(StringArray::try_new(key_offsets, key_data, None).map_err(arrow_err)?),
+                Arc::new(StringArray::try_new(value_offsets, value_data, None).map_err(arrow_err)?),
             ],
-        )?;
-        PyTuple::new(
-            py,
-            [
-                self.topic.to_py(py)?.into_any(),
-                i32s(py, &self.queue_id)?.into_any(),
-                i64s(py, &self.queue_offset)?.into_any(),
-                i64s(py, &self.commitlog_offset)?.into_any(),
-                i32s(py, &self.store_size)?.into_any(),
-                self.body.to_py(py)?.into_any(),
-                i32s(py, &self.body_crc)?.into_any(),
-                i32s(py, &self.flag)?.into_any(),
-                i32s(py, &self.sys_flag)?.into_any(),
-                self.tags.to_py(py)?.into_any(),
-                self.keys.to_py(py)?.into_any(),
-                map.into_any(),
-                i64s(py, &self.born_timestamp)?.into_any(),
-                self.born_host.col.to_py(py)?.into_any(),
-                i64s(py, &self.store_timestamp)?.into_any(),
-                self.store_host.col.to_py(py)?.into_any(),
-                i32s(py, &self.reconsume_times)?.into_any(),
-                i64s(py, &self.prepared_transaction_offset)?.into_any(),
-                self.msg_id.to_py(py)?.into_any(),
-                self.uniq_key.to_py(py)?.into_any(),
-            ],
+            None,
         )
+        .map_err(arrow_err)?;
+        let properties = MapArray::try_new(
+            map_entries(),
+            OffsetBuffer::new(ScalarBuffer::from(self.prop_offsets)),
+            entries,
+            None,
+            false,
+        )
+        .map_err(arrow_err)?;
+        let columns: Vec<ArrayRef> = vec![
+            self.topic.into_string()?,
+            i32s(self.queue_id),
+            i64s(self.queue_offset),
+            i64s(self.commitlog_offset),
+            i32s(self.store_size),
+            self.body.into_binary()?,
+            i32s(self.body_crc),
+            i32s(self.flag),
+            i32s(self.sys_flag),
+            self.tags.into_string()?,
+            self.keys.into_string()?,
+            Arc::new(properties),
+            millis(self.born_timestamp),
+            self.born_host.col.into_string()?,
+            millis(self.store_timestamp),
+            self.store_host.col.into_string()?,
+            i32s(self.reconsume_times),
+            i64s(self.prepared_transaction_offset),
+            self.msg_id.into_string()?,
+            self.uniq_key.into_string()?,
+        ];
+        RecordBatch::try_new(message_schema(), columns).map_err(arrow_err)
     }
 }
 
@@ -451,40 +571,27 @@ pub(crate) fn read_cq(
 }
 
 impl CqColumns {
-    pub(crate) fn len(&self) -> usize {
-        self.queue_offset.len()
-    }
-
-    pub(crate) fn to_py<'py>(
-        &self,
-        py: Python<'py>,
-        topic: &str,
-        queue_id: i32,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    /// The batch (schema [`consume_queue_schema`]).
+    pub(crate) fn into_batch(self, topic: &str, queue_id: i32) -> PyResult<RecordBatch> {
         let n = self.queue_offset.len();
         let mut topics = Utf8Col::with_capacity(n, n * topic.len());
         for _ in 0..n {
             topics.push(topic.as_bytes());
         }
-        PyTuple::new(
-            py,
-            [
-                topics.to_py(py)?.into_any(),
-                i32s(py, &vec![queue_id; n])?.into_any(),
-                i64s(py, &self.queue_offset)?.into_any(),
-                i64s(py, &self.commitlog_offset)?.into_any(),
-                i32s(py, &self.size)?.into_any(),
-                i64s(py, &self.tags_code)?.into_any(),
-            ],
-        )
+        let columns: Vec<ArrayRef> = vec![
+            topics.into_string()?,
+            i32s(vec![queue_id; n]),
+            i64s(self.queue_offset),
+            i64s(self.commitlog_offset),
+            i32s(self.size),
+            i64s(self.tags_code),
+        ];
+        RecordBatch::try_new(consume_queue_schema(), columns).map_err(arrow_err)
     }
 }
 
-/// `read_index`: one row per index entry (see `rocketstore._arrow.INDEX_SCHEMA`).
-pub(crate) fn index_to_py<'py>(
-    py: Python<'py>,
-    files: &[IndexFileEntries],
-) -> PyResult<(usize, Bound<'py, PyTuple>)> {
+/// `read_index`: one row per index entry (schema [`index_schema`]).
+pub(crate) fn index_batch(files: &[IndexFileEntries]) -> PyResult<RecordBatch> {
     let n: usize = files.iter().map(|f| f.entries.len()).sum();
     let mut file = Utf8Col::with_capacity(n, 0);
     let mut begin = Vec::with_capacity(n);
@@ -508,18 +615,15 @@ pub(crate) fn index_to_py<'py>(
             prev.push(e.prev_index);
         }
     }
-    let t = PyTuple::new(
-        py,
-        [
-            file.to_py(py)?.into_any(),
-            i64s(py, &begin)?.into_any(),
-            i32s(py, &slot)?.into_any(),
-            i32s(py, &entry)?.into_any(),
-            i32s(py, &key_hash)?.into_any(),
-            i64s(py, &phy)?.into_any(),
-            i32s(py, &diff)?.into_any(),
-            i32s(py, &prev)?.into_any(),
-        ],
-    )?;
-    Ok((n, t))
+    let columns: Vec<ArrayRef> = vec![
+        file.into_string()?,
+        millis(begin),
+        i32s(slot),
+        i32s(entry),
+        i32s(key_hash),
+        i64s(phy),
+        i32s(diff),
+        i32s(prev),
+    ];
+    RecordBatch::try_new(index_schema(), columns).map_err(arrow_err)
 }

@@ -9,6 +9,12 @@ use pyo3::exceptions::PyUnicodeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyMapping, PyString, PyTuple};
+use std::borrow::Cow;
+
+use rocketstore::format::{
+    offset_msg_id, parse_properties, parse_properties_into, property, property_value,
+    MessageVersion, RecordHeader, RecordView,
+};
 use rocketstore::{HostAddr, PutMessage, StoredMessage, TransactionType};
 
 use crate::error::{invalid_message, type_error};
@@ -651,16 +657,98 @@ impl PutResult {
 #[pyclass(module = "rocketstore._native", frozen)]
 #[derive(Debug)]
 pub(crate) struct Message {
-    /// The decoded record; its `body` was moved into `body` below.
-    m: StoredMessage,
+    topic: Py<PyString>,
     body: Py<PyBytes>,
+    /// The stored properties string (`name\x01value\x02...`), parsed by the format crate
+    /// when a property getter asks (most readers only look at the body).
+    props: Box<[u8]>,
+    /// The fixed-width fields of the record.
+    h: RecordHeader,
+    store_size: i32,
+    body_crc: i32,
+    version: MessageVersion,
+}
+
+/// Builds the [`Message`]s of one read: consecutive messages of one topic share its `str`.
+#[derive(Debug, Default)]
+pub(crate) struct MessageBuilder {
+    topic: Option<Py<PyString>>,
+}
+
+impl MessageBuilder {
+    fn topic(&mut self, py: Python<'_>, topic: &str) -> Py<PyString> {
+        match &self.topic {
+            Some(t) if t.bind(py).to_str().ok() == Some(topic) => t.clone_ref(py),
+            _ => {
+                let t = PyString::new(py, topic).unbind();
+                self.topic = Some(t.clone_ref(py));
+                t
+            }
+        }
+    }
+
+    /// A message from a record viewed in the store's mapping: the body is copied once, from
+    /// the mapping into its `bytes` object.
+    pub(crate) fn of_view(&mut self, py: Python<'_>, v: &RecordView<'_>) -> Message {
+        Message {
+            topic: self.topic(py, v.topic),
+            body: PyBytes::new(py, v.body).unbind(),
+            props: v.properties_raw.into(),
+            h: v.header(),
+            store_size: v.total_size,
+            body_crc: v.body_crc,
+            version: v.version,
+        }
+    }
+
+    /// A message from an owned decoded record.
+    pub(crate) fn of_stored(&mut self, py: Python<'_>, m: &StoredMessage) -> Message {
+        Message {
+            topic: self.topic(py, &m.topic),
+            body: PyBytes::new(py, &m.body).unbind(),
+            props: m.properties.to_bytes().into_boxed_slice(),
+            h: RecordHeader {
+                queue_id: m.queue_id,
+                flag: m.flag,
+                queue_offset: m.queue_offset,
+                physical_offset: m.commitlog_offset,
+                sys_flag: m.sys_flag,
+                born_timestamp: m.born_timestamp,
+                born_host: m.born_host,
+                store_timestamp: m.store_timestamp,
+                store_host: m.store_host,
+                reconsume_times: m.reconsume_times,
+                prepared_transaction_offset: m.prepared_transaction_offset,
+            },
+            store_size: m.store_size,
+            body_crc: m.body_crc,
+            version: m.version,
+        }
+    }
 }
 
 impl Message {
-    pub(crate) fn from_stored(py: Python<'_>, mut m: StoredMessage) -> Message {
-        let body = PyBytes::new(py, &m.body).unbind();
-        m.body = Vec::new();
-        Message { m, body }
+    pub(crate) fn from_stored(py: Python<'_>, m: StoredMessage) -> Message {
+        MessageBuilder::default().of_stored(py, &m)
+    }
+
+    /// The value of property `name` (decoded like RocketMQ: invalid UTF-8 becomes U+FFFD).
+    fn property(&self, name: &str) -> Option<Cow<'_, str>> {
+        property_value(&self.props, name).map(String::from_utf8_lossy)
+    }
+
+    fn keys_list(&self) -> Vec<String> {
+        self.property(property::KEYS)
+            .map(|k| {
+                rocketstore::format::keys::index_tokens(&k)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn msg_id_string(&self) -> String {
+        offset_msg_id(&self.h.store_host, self.h.physical_offset)
     }
 }
 
@@ -668,32 +756,32 @@ impl Message {
 impl Message {
     /// Topic name.
     #[getter]
-    fn topic(&self) -> &str {
-        &self.m.topic
+    fn topic(&self, py: Python<'_>) -> Py<PyString> {
+        self.topic.clone_ref(py)
     }
 
     /// Queue id.
     #[getter]
     fn queue_id(&self) -> i32 {
-        self.m.queue_id
+        self.h.queue_id
     }
 
     /// Offset of the message in its (topic, queue_id) consume queue.
     #[getter]
     fn queue_offset(&self) -> i64 {
-        self.m.queue_offset
+        self.h.queue_offset
     }
 
     /// Absolute commit log offset of the record (PHYSICALOFFSET).
     #[getter]
     fn commitlog_offset(&self) -> i64 {
-        self.m.commitlog_offset
+        self.h.physical_offset
     }
 
     /// Record size in bytes (TOTALSIZE).
     #[getter]
     fn store_size(&self) -> i32 {
-        self.m.store_size
+        self.store_size
     }
 
     /// The body (bytes).
@@ -705,39 +793,46 @@ impl Message {
     /// BODYCRC as stored (RocketMQ's CRC-32 of the body, masked with 0x7FFFFFFF).
     #[getter]
     fn body_crc(&self) -> i32 {
-        self.m.body_crc
+        self.body_crc
     }
 
     /// Producer flag.
     #[getter]
     fn flag(&self) -> i32 {
-        self.m.flag
+        self.h.flag
     }
 
     /// SYSFLAG bits (transaction type, host address widths, ...).
     #[getter]
     fn sys_flag(&self) -> i32 {
-        self.m.sys_flag
+        self.h.sys_flag
     }
 
     /// The TAGS property, or None.
     #[getter]
-    fn tags(&self) -> Option<&str> {
-        self.m.tags()
+    fn tags(&self) -> Option<Cow<'_, str>> {
+        self.property(property::TAGS)
     }
 
     /// The KEYS property split on spaces (an empty list if there is none).
     #[getter]
-    fn keys(&self) -> Vec<&str> {
-        self.m.keys()
+    fn keys(&self) -> Vec<String> {
+        self.keys_list()
     }
 
     /// Every stored property, in stored order (a new dict on each access).
     #[getter]
     fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (k, v) in self.m.properties.iter() {
-            d.set_item(k, v)?;
+        let mut pairs = Vec::new();
+        if parse_properties_into(&self.props, &mut pairs) {
+            for (k, v) in pairs {
+                d.set_item(k, v)?;
+            }
+        } else {
+            for (k, v) in parse_properties(&self.props).iter() {
+                d.set_item(k, v)?;
+            }
         }
         Ok(d)
     }
@@ -745,72 +840,74 @@ impl Message {
     /// BORNTIMESTAMP: when the producer created the message, epoch milliseconds.
     #[getter]
     fn born_timestamp(&self) -> i64 {
-        self.m.born_timestamp
+        self.h.born_timestamp
     }
 
     /// BORNHOST as "ip:port" (or `"[ipv6]:port"`).
     #[getter]
     fn born_host(&self) -> String {
-        self.m.born_host.to_string()
+        self.h.born_host.to_string()
     }
 
     /// STORETIMESTAMP: when the store wrote the message, epoch milliseconds.
     #[getter]
     fn store_timestamp(&self) -> i64 {
-        self.m.store_timestamp
+        self.h.store_timestamp
     }
 
     /// STOREHOST as "ip:port" (or `"[ipv6]:port"`).
     #[getter]
     fn store_host(&self) -> String {
-        self.m.store_host.to_string()
+        self.h.store_host.to_string()
     }
 
     /// RECONSUMETIMES.
     #[getter]
     fn reconsume_times(&self) -> i32 {
-        self.m.reconsume_times
+        self.h.reconsume_times
     }
 
     /// PREPARED TRANSACTION OFFSET.
     #[getter]
     fn prepared_transaction_offset(&self) -> i64 {
-        self.m.prepared_transaction_offset
+        self.h.prepared_transaction_offset
     }
 
     /// The offset message id: store host + commit log offset as uppercase hex.
     #[getter]
     fn msg_id(&self) -> String {
-        self.m.msg_id()
+        self.msg_id_string()
     }
 
     /// The UNIQ_KEY property (the producer's message id), or None.
     #[getter]
-    fn uniq_key(&self) -> Option<&str> {
-        self.m.uniq_key()
+    fn uniq_key(&self) -> Option<Cow<'_, str>> {
+        self.property(property::UNIQ_KEY)
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> Py<PyAny> {
         match other.cast::<Message>() {
             Ok(o) => {
                 let o = o.get();
-                let same =
-                    self.m == o.m && self.body.bind(py).as_bytes() == o.body.bind(py).as_bytes();
+                let same = self.h == o.h
+                    && self.store_size == o.store_size
+                    && self.body_crc == o.body_crc
+                    && self.version == o.version
+                    && (self.props == o.props
+                        || parse_properties(&self.props) == parse_properties(&o.props))
+                    && self.topic.bind(py).to_str().ok() == o.topic.bind(py).to_str().ok()
+                    && self.body.bind(py).as_bytes() == o.body.bind(py).as_bytes();
                 PyBool::new(py, same).to_owned().into_any().unbind()
             }
             Err(_) => py.NotImplemented(),
         }
     }
 
-    fn __hash__(&self) -> isize {
+    fn __hash__(&self, py: Python<'_>) -> isize {
         // Consistent with __eq__: equal messages have equal topics and commit log offsets.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in self
-            .m
-            .topic
-            .bytes()
-            .chain(self.m.commitlog_offset.to_le_bytes())
-        {
+        let topic = self.topic.bind(py).to_str().unwrap_or_default().to_owned();
+        for b in topic.bytes().chain(self.h.physical_offset.to_le_bytes()) {
             h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
         (h >> 1) as isize
@@ -827,16 +924,16 @@ impl Message {
         Ok(format!(
             "Message(topic={}, queue_id={}, queue_offset={}, commitlog_offset={}, body={shown}{more}, \
              tags={}, keys={}, msg_id={})",
-            py_repr(py, &self.m.topic)?,
-            self.m.queue_id,
-            self.m.queue_offset,
-            self.m.commitlog_offset,
-            match self.m.tags() {
-                Some(t) => py_repr(py, t)?,
+            self.topic.bind(py).repr()?,
+            self.h.queue_id,
+            self.h.queue_offset,
+            self.h.physical_offset,
+            match self.property(property::TAGS) {
+                Some(t) => py_repr(py, &t)?,
                 None => "None".to_string(),
             },
-            PyList::new(py, self.m.keys())?.repr()?,
-            py_repr(py, &self.m.msg_id())?,
+            PyList::new(py, self.keys_list())?.repr()?,
+            py_repr(py, &self.msg_id_string())?,
         ))
     }
 }

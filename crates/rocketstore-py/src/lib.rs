@@ -9,8 +9,8 @@
 //! - `error`: engine `Error` → the Python exception classes of `rocketstore.exceptions`.
 //! - `convert`: put arguments in, `PutResult`/`Message` out.
 //! - `store`: the `MessageStore` handle and its scan iterator (GIL release, fork guard).
-//! - `arrow`: the columnar put for Arrow batches (raw buffers in and out).
-//! - `arrow_read`: the Arrow reads (messages, consume queue units, index entries as columns).
+//! - `arrow`: `put_batch` for Arrow input through the Arrow PyCapsule interface (`pyo3-arrow`).
+//! - `arrow_read`: the Arrow reads and the one definition of their schemas.
 //! - `read`: `GetResult` and the statistics dict of the read path.
 //! - `config`: `**config` keywords and the configuration field table.
 //! - `spark`: the Spark data source's column kernels and `verify_store`.
@@ -24,7 +24,27 @@ mod read;
 mod spark;
 mod store;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+
+/// The ``pyarrow.Schema`` of an Arrow batch of this module (private; the Python package
+/// exposes them as ``MESSAGE_SCHEMA`` and ``rocketstore._arrow.*_SCHEMA``): ``name`` is
+/// ``"message"``, ``"consume_queue"``, ``"index"`` or ``"put_result"``.
+#[pyfunction(name = "arrow_schema")]
+fn schema_of<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let schema = match name {
+        "message" => arrow_read::message_schema(),
+        "consume_queue" => arrow_read::consume_queue_schema(),
+        "index" => arrow_read::index_schema(),
+        "put_result" => arrow::result_schema(),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "no Arrow schema named {other:?}"
+            )))
+        }
+    };
+    pyo3_arrow::PySchema::new(schema).into_pyarrow(py)
+}
 
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -38,6 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::ConfigField>()?;
     m.add_function(wrap_pyfunction!(config::config_fields, m)?)?;
     m.add_function(wrap_pyfunction!(store::rebuild_indexes, m)?)?;
+    m.add_function(wrap_pyfunction!(schema_of, m)?)?;
     spark::register(m)?;
     Ok(())
 }

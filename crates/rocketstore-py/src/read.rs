@@ -6,7 +6,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyType};
 use rocketstore::{GetStatus, StoredMessage};
 
-use crate::convert::Message;
+use crate::convert::{Message, MessageBuilder};
 
 /// `rocketstore.GetMessageStatus` (a `StrEnum` defined in Python, in `rocketstore._store`).
 static STATUS_ENUM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -50,6 +50,25 @@ pub(crate) struct GetResult {
 }
 
 impl GetResult {
+    /// From record handles: each message is built straight from the mapping (one copy of its
+    /// body, into its `bytes`).
+    pub(crate) fn from_records(py: Python<'_>, r: rocketstore::GetRecords) -> PyResult<Self> {
+        let mut b = MessageBuilder::default();
+        let messages = PyList::new(
+            py,
+            r.records
+                .iter()
+                .filter_map(|h| h.view().map(|v| b.of_view(py, &v))),
+        )?;
+        Ok(GetResult {
+            status: r.status.as_str(),
+            next_begin_offset: r.next_begin_offset,
+            min_offset: r.min_offset,
+            max_offset: r.max_offset,
+            messages: messages.unbind(),
+        })
+    }
+
     pub(crate) fn from_engine(py: Python<'_>, r: rocketstore::GetResult) -> PyResult<Self> {
         let messages = PyList::new(
             py,

@@ -20,11 +20,14 @@ use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 use crate::arrow;
 use crate::arrow_read;
 use crate::config::{config_from_kwargs, config_values};
+use crate::convert::MessageBuilder;
 use crate::convert::{
     message_from_mapping, to_i32, At, Message, OwnedMessage, PutArgs, PutResult, Views,
 };
 use crate::error::{forked, invalid_message, map_error};
 use crate::read::{pull_waits, stats_dict, GetResult};
+use pyo3_arrow::input::AnyRecordBatch;
+use pyo3_arrow::PyRecordBatch;
 
 /// Messages fetched from the engine per round trip when iterating a scan.
 const SCAN_BATCH: usize = 1024;
@@ -315,18 +318,16 @@ impl MessageStore {
         Ok(results.iter().map(PutResult::from_engine).collect())
     }
 
-    /// Columnar put used by :class:`rocketstore.MessageStore` for Arrow input (private).
-    ///
-    /// ``columns`` maps put() argument names to buffer descriptors built by
-    /// ``rocketstore._arrow``; the result is a tuple of raw little-endian result buffers.
-    fn _put_columns<'py>(
+    /// Arrow put used by :class:`rocketstore.MessageStore` (private): ``data`` is any object
+    /// with ``__arrow_c_stream__`` or ``__arrow_c_array__``; returns the result
+    /// ``pyarrow.RecordBatch``.
+    fn _put_arrow<'py>(
         &self,
         py: Python<'py>,
-        num_rows: usize,
-        columns: &Bound<'py, PyDict>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+        data: AnyRecordBatch,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store(py)?;
-        arrow::put_columns(py, &store, num_rows, columns)
+        arrow::put_arrow(py, &store, data)
     }
 
     /// The message whose record starts at ``commitlog_offset``.
@@ -529,9 +530,9 @@ impl MessageStore {
         tags: Option<&str>,
     ) -> PyResult<GetResult> {
         let r = self.enter(py, |s| {
-            s.get_message(topic, queue_id, offset, max_messages, max_total_bytes, tags)
+            s.get_message_records(topic, queue_id, offset, max_messages, max_total_bytes, tags)
         })?;
-        GetResult::from_engine(py, r)
+        GetResult::from_records(py, r)
     }
 
     /// Long polling: like :meth:`get_message`, but when there is nothing (matching) to return
@@ -637,10 +638,12 @@ impl MessageStore {
         end: Option<i64>,
     ) -> PyResult<Vec<Message>> {
         let end = end.unwrap_or(i64::MAX);
-        let r = self.enter(py, |s| s.query_message(topic, key, max_num, begin, end))?;
-        Ok(r.messages
-            .into_iter()
-            .map(|m| Message::from_stored(py, m))
+        let r = self.enter(py, |s| {
+            s.query_message_records(topic, key, max_num, begin, end)
+        })?;
+        let mut b = MessageBuilder::default();
+        Ok(r.iter()
+            .filter_map(|h| h.view().map(|v| b.of_view(py, &v)))
             .collect())
     }
 
@@ -923,7 +926,7 @@ impl MessageStore {
     }
 
     /// Arrow read of the commit log (private; see ``rocketstore.MessageStore.read_arrow``).
-    /// Returns ``(num_rows, next_offset, columns)``.
+    /// Returns ``(pyarrow.RecordBatch, next_offset)``.
     #[pyo3(signature = (from_offset, max_messages, end_offset, verify_crc))]
     fn _read_log_columns<'py>(
         &self,
@@ -932,19 +935,22 @@ impl MessageStore {
         max_messages: usize,
         end_offset: Option<i64>,
         verify_crc: bool,
-    ) -> PyResult<(usize, u64, Bound<'py, PyTuple>)> {
+    ) -> PyResult<(Bound<'py, PyAny>, u64)> {
         let store = self.store(py)?;
         let from = offset_arg(py, &store, from_offset)?;
         let end = end_offset.map_or(u64::MAX, |e| u64::try_from(e).unwrap_or(0));
         let (cols, next) = py
             .detach(|| arrow_read::read_log(&store, from, end, max_messages, verify_crc))
             .map_err(|e| map_error(py, &e))?;
-        Ok((cols.len(), next, cols.to_py(py)?))
+        Ok((
+            PyRecordBatch::new(cols.into_batch()?).into_pyarrow(py)?,
+            next,
+        ))
     }
 
     /// Arrow read through a consume queue (private; see
-    /// ``rocketstore.MessageStore.get_message_arrow``). Returns ``(num_rows, next_offset,
-    /// columns)``.
+    /// ``rocketstore.MessageStore.get_message_arrow``). Returns ``(pyarrow.RecordBatch,
+    /// next_offset)``.
     #[pyo3(signature = (topic, queue_id, offset, max_messages, end_offset, verify_crc, tags))]
     #[allow(clippy::too_many_arguments)]
     fn _read_queue_columns<'py>(
@@ -957,7 +963,7 @@ impl MessageStore {
         end_offset: Option<i64>,
         verify_crc: bool,
         tags: Option<&str>,
-    ) -> PyResult<(usize, i64, Bound<'py, PyTuple>)> {
+    ) -> PyResult<(Bound<'py, PyAny>, i64)> {
         let store = self.store(py)?;
         let end = end_offset.unwrap_or(i64::MAX);
         let (cols, next) = py
@@ -974,11 +980,14 @@ impl MessageStore {
                 )
             })
             .map_err(|e| map_error(py, &e))?;
-        Ok((cols.len(), next, cols.to_py(py)?))
+        Ok((
+            PyRecordBatch::new(cols.into_batch()?).into_pyarrow(py)?,
+            next,
+        ))
     }
 
     /// Consume queue units as Arrow columns (private; see
-    /// ``rocketstore.MessageStore.read_consume_queue``). Returns ``(num_rows, columns)``.
+    /// ``rocketstore.MessageStore.read_consume_queue``). Returns a ``pyarrow.RecordBatch``.
     fn _read_cq_columns<'py>(
         &self,
         py: Python<'py>,
@@ -986,18 +995,18 @@ impl MessageStore {
         queue_id: i32,
         offset: i64,
         max_units: usize,
-    ) -> PyResult<(usize, Bound<'py, PyTuple>)> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store(py)?;
         let cols = py.detach(|| arrow_read::read_cq(&store, topic, queue_id, offset, max_units));
-        Ok((cols.len(), cols.to_py(py, topic, queue_id)?))
+        PyRecordBatch::new(cols.into_batch(topic, queue_id)?).into_pyarrow(py)
     }
 
     /// Index entries as Arrow columns (private; see ``rocketstore.MessageStore.read_index``).
-    /// Returns ``(num_rows, columns)``.
-    fn _read_index_columns<'py>(&self, py: Python<'py>) -> PyResult<(usize, Bound<'py, PyTuple>)> {
+    /// Returns a ``pyarrow.RecordBatch``.
+    fn _read_index_columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store(py)?;
         let files = py.detach(|| store.index_entries());
-        arrow_read::index_to_py(py, &files)
+        PyRecordBatch::new(arrow_read::index_batch(&files)?).into_pyarrow(py)
     }
 
     /// Closes the store: flushes everything, writes the checkpoint, removes the abort marker,

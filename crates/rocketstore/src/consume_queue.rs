@@ -136,6 +136,39 @@ pub(crate) struct ConsumeQueue {
     write_lock: Mutex<()>,
 }
 
+/// A cursor over one consume queue file: yields `(queue offset, unit)` decoded in place
+/// from the mapping (see [`ConsumeQueue::cursor`]); holds the file mapped while it lives.
+#[derive(Debug)]
+pub(crate) struct UnitCursor {
+    file: Arc<MappedFile>,
+    rel: usize,
+    next_offset: i64,
+    left: usize,
+}
+
+impl Iterator for UnitCursor {
+    type Item = (i64, CqUnit);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.left > 0 {
+            self.left -= 1;
+            let at = self.rel;
+            let offset = self.next_offset;
+            self.rel += UNIT;
+            self.next_offset += 1;
+            let unit = self.file.slice(at, UNIT).and_then(CqUnit::decode);
+            if let Some(u) = unit {
+                return Some((offset, u));
+            }
+        }
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
+    }
+}
+
 #[allow(dead_code)]
 impl ConsumeQueue {
     /// Opens the queue `<root>/consumequeue/<topic>/<queue_id>/`, loading its files (spec §2 load
@@ -454,31 +487,29 @@ impl ConsumeQueue {
     /// file holding `cq_offset` (RocketMQ reads one CQ file per `getMessage`). Empty if
     /// `cq_offset` is outside `[min_offset, max_offset)`.
     pub(crate) fn units_from(&self, cq_offset: i64, max_units: usize) -> Vec<(i64, CqUnit)> {
-        let mut out = Vec::new();
+        self.cursor(cq_offset, max_units)
+            .map(|c| c.collect())
+            .unwrap_or_default()
+    }
+
+    /// The consume queue cursor: up to `max_units` units from `cq_offset`, decoded one at a
+    /// time straight from the mapping (nothing is copied or collected), never past the end of
+    /// the file holding `cq_offset`. `None` (nothing to read) if `cq_offset` is outside
+    /// `[min_offset, max_offset)` or its file is gone.
+    pub(crate) fn cursor(&self, cq_offset: i64, max_units: usize) -> Option<UnitCursor> {
         if max_units == 0 || cq_offset < self.min_offset() || cq_offset >= self.max_offset() {
-            return out;
+            return None;
         }
-        let Some(pos) = u64::try_from(cq_offset)
-            .ok()
-            .and_then(|o| o.checked_mul(UNIT_U64))
-        else {
-            return out;
-        };
-        let Some(f) = self.files.find(pos) else {
-            return out;
-        };
-        let Some(bytes) = usize::try_from(pos - f.from())
-            .ok()
-            .and_then(|rel| f.slice_to_end(rel))
-        else {
-            return out;
-        };
-        for (i, chunk) in bytes.chunks_exact(UNIT).take(max_units).enumerate() {
-            if let Some(u) = CqUnit::decode(chunk) {
-                out.push((cq_offset + i as i64, u));
-            }
-        }
-        out
+        let pos = u64::try_from(cq_offset).ok()?.checked_mul(UNIT_U64)?;
+        let file = self.files.find(pos)?;
+        let rel = usize::try_from(pos - file.from()).ok()?;
+        let left = file.slice_to_end(rel)?.len() / UNIT;
+        Some(UnitCursor {
+            file,
+            rel,
+            next_offset: cq_offset,
+            left: left.min(max_units),
+        })
     }
 
     /// `minOffsetInQueue` (§5.4): RocketMQ's `minLogicOffset / 20`, clamped to

@@ -63,5 +63,7 @@ pub use service::cleanup::{CleanupReport, Clock, DiskUsageProbe};
 pub use service::reput::UndispatchableTopic;
 pub use service::Wake;
 pub use stats::StoreStats;
-pub use store::{Cursors, IndexFileEntries, RecoveryReport, Scanner, Store};
+pub use store::{
+    Cursors, GetRecords, IndexFileEntries, RecordHandle, RecoveryReport, Scanner, Store,
+};
 pub use verify::{verify_store, StoreReport, VerifyOptions};

@@ -1,7 +1,11 @@
 //! The read path (RocketMQ `DefaultMessageStore.getMessage`, `queryMessage`,
 //! `getOffsetInQueueByTime`, ...), as functions over the store's components.
 
-use crate::commitlog::CommitLog;
+use rocketstore_format::{
+    decode_record, property, property_value, DecodeOptions, Decoded, RecordView,
+};
+
+use crate::commitlog::{CommitLog, RecordRef};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
 use crate::dispatch::Subscription;
@@ -74,7 +78,33 @@ fn batch_full(
     }
 }
 
-/// `getMessage` (spec §11.1, 5.x scan rules). `queue` missing means the queue never existed.
+/// What one `getMessage` found: the status and offsets of a [`GetResult`], and one `T` per
+/// message taken (see [`get_message_with`]).
+#[derive(Debug)]
+pub(crate) struct GetOutcome<T> {
+    pub(crate) status: GetStatus,
+    pub(crate) next_begin_offset: i64,
+    pub(crate) min_offset: i64,
+    pub(crate) max_offset: i64,
+    pub(crate) items: Vec<T>,
+    /// Sum of the taken records' sizes.
+    pub(crate) bytes: u64,
+}
+
+/// The record view of `r` (checked to be a message starting at its own offset), or `None`.
+pub(crate) fn record_view(r: &RecordRef) -> Option<RecordView<'_>> {
+    let opts = DecodeOptions {
+        check_crc: false,
+        expected_physical_offset: Some(r.offset() as i64),
+        ..DecodeOptions::default()
+    };
+    match decode_record(r.bytes(), &opts) {
+        Ok(Decoded::Message(v)) => Some(v),
+        _ => None,
+    }
+}
+
+/// `getMessage` (spec §11.1, 5.x scan rules) returning owned messages.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn get_message(
     log: &CommitLog,
@@ -87,12 +117,51 @@ pub(crate) fn get_message(
     max_total_bytes: Option<u64>,
     sub: &Subscription,
 ) -> GetResult {
-    let empty = |status, next, min, max| GetResult {
+    let o = get_message_with(
+        log,
+        cqs,
+        limits,
+        topic,
+        queue_id,
+        offset,
+        max_msgs,
+        max_total_bytes,
+        sub,
+        |_, v| StoredMessage::from_view(v),
+    );
+    GetResult {
+        status: o.status,
+        next_begin_offset: o.next_begin_offset,
+        min_offset: o.min_offset,
+        max_offset: o.max_offset,
+        messages: o.items,
+    }
+}
+
+/// `getMessage` (spec §11.1, 5.x scan rules): walks the consume queue from `offset` and hands
+/// each record to take, borrowed from the mapping, as its handle and its view (decoded once;
+/// properties are not parsed, the tag filter reads the `TAGS` value in place). `take` returns
+/// what the caller keeps per message. A missing queue means the queue never existed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get_message_with<T>(
+    log: &CommitLog,
+    cqs: &ConsumeQueueStore,
+    limits: &ReadLimits,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    max_msgs: usize,
+    max_total_bytes: Option<u64>,
+    sub: &Subscription,
+    mut take: impl FnMut(&RecordRef, &RecordView<'_>) -> T,
+) -> GetOutcome<T> {
+    let empty = |status, next, min, max| GetOutcome {
         status,
         next_begin_offset: next,
         min_offset: min,
         max_offset: max,
-        messages: Vec::new(),
+        items: Vec::new(),
+        bytes: 0,
     };
     let Some(cq) = cqs.get(topic, queue_id) else {
         return empty(GetStatus::NoMessageInQueue, 0, 0, 0);
@@ -115,8 +184,7 @@ pub(crate) fn get_message(
     let max_pull = max_total_bytes.unwrap_or(128 << 20).clamp(100, 128 << 20);
     let window_bytes = limits.filter_bytes.max(max_msgs * 20);
     let window_units = (window_bytes / 20).max(1) as usize;
-    let units = cq.units_from(offset, window_units);
-    if units.is_empty() {
+    let Some(units) = cq.cursor(offset, window_units) else {
         let upf = cq.units_per_file().max(1);
         return empty(
             GetStatus::OffsetFoundNull,
@@ -124,12 +192,12 @@ pub(crate) fn get_message(
             min,
             max,
         );
-    }
+    };
     let max_phy = log.max_offset();
     let file_size = log.file_size();
     let mut status = GetStatus::NoMatchedMessage;
     let mut next = offset;
-    let mut messages = Vec::new();
+    let mut messages: Vec<T> = Vec::new();
     let mut bytes = 0u64;
     let mut next_phy_file_start = i64::MIN;
     for (entry_offset, unit) in units {
@@ -171,30 +239,34 @@ pub(crate) fn get_message(
             next_phy_file_start = (phy + file_size - phy % file_size) as i64;
             continue;
         };
-        let Some(msg) = record.decode().ok() else {
+        let Some(view) = record_view(&record) else {
             if messages.is_empty() {
                 status = GetStatus::MessageWasRemoving;
             }
             continue;
         };
-        if !sub.matches_tags(msg.tags()) {
-            continue;
+        if !sub.is_all() {
+            let tags =
+                property_value(view.properties_raw, property::TAGS).map(String::from_utf8_lossy);
+            if !sub.matches_tags(tags.as_deref()) {
+                continue;
+            }
         }
         bytes += size;
-        messages.push(msg);
+        messages.push(take(&record, &view));
         status = GetStatus::Found;
     }
-    GetResult {
+    GetOutcome {
         status,
         next_begin_offset: next,
         min_offset: min,
         max_offset: max,
-        messages,
+        items: messages,
+        bytes,
     }
 }
 
-/// `queryMessage` (spec §6.6): up to three rounds over the index files, newest first, keeping
-/// only records whose KEYS or UNIQ_KEY really equal `key` (hash collisions are dropped).
+/// `queryMessage` (spec §6.6) returning owned messages.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn query_message(
     log: &CommitLog,
@@ -206,8 +278,55 @@ pub(crate) fn query_message(
     begin: i64,
     end: i64,
 ) -> QueryResult {
+    let (messages, last_update) = query_message_with(
+        log,
+        index,
+        limits,
+        topic,
+        key,
+        max_num,
+        begin,
+        end,
+        |_, v| StoredMessage::from_view(v),
+    );
+    QueryResult {
+        messages,
+        index_last_update_timestamp: last_update.0,
+        index_last_update_phy_offset: last_update.1,
+    }
+}
+
+/// True if the record's KEYS (split on spaces) or UNIQ_KEY equal `key`, read in place.
+fn has_key(v: &RecordView<'_>, key: &str) -> bool {
+    let raw = v.properties_raw;
+    let k = key.as_bytes();
+    !k.is_empty()
+        && (property_value(raw, property::UNIQ_KEY).is_some_and(|u| u == k)
+            || property_value(raw, property::KEYS).is_some_and(|keys| {
+                keys.split(|&b| property::KEY_SEPARATOR.as_bytes() == [b])
+                    .any(|t| t == k)
+            }))
+}
+
+/// `queryMessage` (spec §6.6): up to three rounds over the index files, newest first, keeping
+/// only records whose KEYS or UNIQ_KEY really equal `key` (hash collisions are dropped). Each
+/// candidate is checked as a view of the mapping; `take` builds what the caller keeps of a
+/// match. Returns the matches in ascending commit log offset and the index's last update
+/// (timestamp, physical offset).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn query_message_with<T>(
+    log: &CommitLog,
+    index: &IndexService,
+    limits: &ReadLimits,
+    topic: &str,
+    key: &str,
+    max_num: usize,
+    begin: i64,
+    end: i64,
+    mut take: impl FnMut(&RecordRef, &RecordView<'_>) -> T,
+) -> (Vec<T>, (i64, i64)) {
     let max_num = max_num.clamp(1, limits.max_msgs_num_batch);
-    let mut messages: Vec<StoredMessage> = Vec::new();
+    let mut found: Vec<(i64, T)> = Vec::new();
     let mut last_update = (0, 0);
     let mut end = end;
     for _ in 0..3 {
@@ -227,22 +346,19 @@ pub(crate) fn query_message(
             let Some(rec) = (phy >= 0).then(|| log.record_at(phy as u64)).flatten() else {
                 continue;
             };
-            let Some(m) = rec.decode().ok() else {
+            let Some(v) = record_view(&rec) else {
                 continue;
             };
-            first_ts.get_or_insert(m.store_timestamp);
-            let matches =
-                m.topic == topic && (m.uniq_key() == Some(key) || m.keys().contains(&key));
-            if matches
-                && messages.len() < max_num
-                && !messages
-                    .iter()
-                    .any(|x| x.commitlog_offset == m.commitlog_offset)
+            first_ts.get_or_insert(v.store_timestamp);
+            if v.topic == topic
+                && found.len() < max_num
+                && !found.iter().any(|(o, _)| *o == v.physical_offset)
+                && has_key(&v, key)
             {
-                messages.push(m);
+                found.push((v.physical_offset, take(&rec, &v)));
             }
         }
-        if !messages.is_empty() {
+        if !found.is_empty() {
             break;
         }
         match first_ts {
@@ -250,12 +366,8 @@ pub(crate) fn query_message(
             _ => break,
         }
     }
-    messages.sort_by_key(|m| m.commitlog_offset);
-    QueryResult {
-        messages,
-        index_last_update_timestamp: last_update.0,
-        index_last_update_phy_offset: last_update.1,
-    }
+    found.sort_by_key(|(o, _)| *o);
+    (found.into_iter().map(|(_, t)| t).collect(), last_update)
 }
 
 /// STORETIMESTAMP of the record at `phy` (RocketMQ `pickupStoreTimestamp`), if readable.

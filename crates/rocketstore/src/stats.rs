@@ -61,18 +61,23 @@ impl StatsCounters {
 
     /// One read of a queue (`get_message`, or one round of `pull`).
     pub(crate) fn record_get(&self, topic: &str, r: &GetResult) {
-        if r.messages.is_empty() {
+        let bytes: u64 = r.messages.iter().map(|m| m.store_size.max(0) as u64).sum();
+        self.record_get_counts(topic, r.messages.len(), bytes);
+    }
+
+    /// Counts one get of `n` messages of `bytes` record bytes in all (`n == 0`: a miss).
+    pub(crate) fn record_get_counts(&self, topic: &str, n: usize, bytes: u64) {
+        if n == 0 {
             self.get_miss.fetch_add(1, Ordering::Relaxed);
             return;
         }
         self.get_found.fetch_add(1, Ordering::Relaxed);
-        let bytes: u64 = r.messages.iter().map(|m| m.store_size.max(0) as u64).sum();
         let mut g = lock(&self.get);
         let e = match g.get_mut(topic) {
             Some(e) => e,
             None => g.entry(topic.to_string()).or_default(),
         };
-        e.0 += r.messages.len() as u64;
+        e.0 += n as u64;
         e.1 += bytes;
     }
 

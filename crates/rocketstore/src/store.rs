@@ -36,7 +36,7 @@ use crate::util::{boot_id, lock, now_ms};
 use crate::validate::{prepare, props_capacity, UniqKeyGen};
 
 mod views;
-pub use views::IndexFileEntries;
+pub use views::{GetRecords, IndexFileEntries, RecordHandle};
 
 const OPEN: u8 = 0;
 const CLOSING: u8 = 1;
@@ -1003,6 +1003,46 @@ impl Store {
         Ok(self.read_queue(topic, queue_id, offset, max_messages, max_total_bytes, &sub))
     }
 
+    /// [`Store::get_message`] without copying anything: each message found is a
+    /// [`RecordHandle`] that keeps its commit log file mapped and views the record in place
+    /// ([`RecordHandle::view`]), so a caller copies each body once, straight from the mapping,
+    /// into its own buffer (the Python binding: into a `bytes` object).
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    pub fn get_message_records(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_messages: usize,
+        max_total_bytes: Option<u64>,
+        subscription: Option<&str>,
+    ) -> Result<GetRecords> {
+        self.check_readable()?;
+        let sub = Subscription::parse(subscription);
+        let o = read::get_message_with(
+            &self.log,
+            &self.cqs,
+            &self.limits,
+            topic,
+            queue_id,
+            offset,
+            max_messages,
+            max_total_bytes,
+            &sub,
+            |r, _| RecordHandle(r.clone()),
+        );
+        self.stats.record_get_counts(topic, o.items.len(), o.bytes);
+        Ok(GetRecords {
+            status: o.status,
+            next_begin_offset: o.next_begin_offset,
+            min_offset: o.min_offset,
+            max_offset: o.max_offset,
+            records: o.items,
+        })
+    }
+
     /// One `getMessage` over the queue, counted in the statistics.
     fn read_queue(
         &self,
@@ -1126,6 +1166,63 @@ impl Store {
             );
         }
         Ok(result)
+    }
+
+    /// [`Store::query_message`] without copying: the matching records as [`RecordHandle`]s,
+    /// ascending commit log offset.
+    ///
+    /// # Errors
+    /// As [`Store::query_message`].
+    pub fn query_message_records(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<RecordHandle>> {
+        self.check_readable()?;
+        if self.tail_index.is_some() {
+            // Read-only after a crash: the in-memory tail map adds hits past the index files.
+            let r = self.query_message(topic, key, max_num, begin, end)?;
+            return Ok(r
+                .messages
+                .iter()
+                .filter_map(|m| u64::try_from(m.commitlog_offset).ok())
+                .filter_map(|o| self.log.record_at(o).map(RecordHandle))
+                .collect());
+        }
+        let Some(index) = &self.index else {
+            return Err(Error::invalid(
+                "key",
+                "the index is disabled (message_index_enable = false)",
+            ));
+        };
+        Ok(read::query_message_with(
+            &self.log,
+            index,
+            &self.limits,
+            topic,
+            key,
+            max_num,
+            begin,
+            end,
+            |r, _| RecordHandle(r.clone()),
+        )
+        .0)
+    }
+
+    /// [`Store::look_message_by_offset`] without copying: the record as a [`RecordHandle`]
+    /// (checked to be a message starting at `offset`).
+    ///
+    /// # Errors
+    /// As [`Store::look_message_by_offset`].
+    pub fn look_message_record(&self, offset: u64) -> Result<RecordHandle> {
+        let r = self.record_in_range(offset)?;
+        if read::record_view(&r).is_none() {
+            return Err(no_record_at(offset));
+        }
+        Ok(RecordHandle(r))
     }
 
     /// The message with an offset message id (store host + commit log offset).

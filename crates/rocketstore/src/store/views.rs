@@ -13,6 +13,7 @@ use super::Store;
 use crate::commitlog::{record_intact, RecordRef};
 use crate::dispatch::{raw_property, Subscription};
 use crate::error::{CorruptionKind, Error, Result};
+use crate::message::GetStatus;
 use crate::segment::MappedFile;
 
 /// Consume queue units read per round by [`Store::visit_queue_records`].
@@ -30,6 +31,44 @@ pub struct IndexFileEntries {
     /// `(entry number, entry)` for every entry below the header's `indexCount` (entry numbers
     /// start at 1, as in RocketMQ).
     pub entries: Vec<(u32, IndexEntry)>,
+}
+
+/// A record of the commit log, held without copying: it keeps its file mapped, and
+/// [`RecordHandle::view`] decodes its header in place (the body and properties stay borrowed).
+#[derive(Debug, Clone)]
+pub struct RecordHandle(pub(crate) RecordRef);
+
+impl RecordHandle {
+    /// Absolute commit log offset of the record.
+    pub fn offset(&self) -> u64 {
+        self.0.offset()
+    }
+
+    /// The record's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.0.bytes()
+    }
+
+    /// The record, decoded as a view of the mapping; `None` if the bytes are no longer a
+    /// message starting at [`RecordHandle::offset`] (they were when the handle was made).
+    pub fn view(&self) -> Option<RecordView<'_>> {
+        crate::read::record_view(&self.0)
+    }
+}
+
+/// What [`Store::get_message_records`] found: [`crate::GetResult`] with record handles.
+#[derive(Debug, Clone)]
+pub struct GetRecords {
+    /// What happened.
+    pub status: GetStatus,
+    /// Where the next read should start (RocketMQ's nextBeginOffset rules).
+    pub next_begin_offset: i64,
+    /// The queue's first offset.
+    pub min_offset: i64,
+    /// The queue's end offset (next to be written).
+    pub max_offset: i64,
+    /// The messages, in queue order.
+    pub records: Vec<RecordHandle>,
 }
 
 /// True if the body CRC (of a non-empty body, like RocketMQ) and the record checks of recovery
@@ -222,8 +261,12 @@ impl Store {
         let mut taken = 0usize;
         while next < end && taken < max {
             let want = usize::try_from(end - next).unwrap_or(usize::MAX);
-            let units = cq.units_from(next, want.min(UNITS_PER_ROUND));
-            if units.is_empty() {
+            let mut units = cq
+                .cursor(next, want.min(UNITS_PER_ROUND))
+                .into_iter()
+                .flatten()
+                .peekable();
+            if units.peek().is_none() {
                 // The consume queue file holding `next` is gone: continue at the next file.
                 let upf = cq.units_per_file().max(1);
                 next = next + upf - next.rem_euclid(upf);

@@ -1,0 +1,97 @@
+"""Read-path probe: one read figure on a prepared store, msg/s and process CPU ns per message.
+
+Run it alternately with two interpreters (two builds of rocketstore) on the same store to
+compare them on a busy machine, where only the CPU time per message stays comparable:
+
+    python benches/read_probe.py 100 prep            # once: 300,000 x 100 B messages
+    for w in get_message read_arrow get_message_arrow query; do
+        .venv/bin/python benches/read_probe.py 100 $w 2
+        /other/.venv/bin/python benches/read_probe.py 100 $w 2
+    done
+
+Figures: ``get_message`` (32 per call, every queue, each body's length read), ``read_arrow``
+(65,536 per call), ``get_message_arrow`` (every queue), ``query`` (100,000 random keys per
+pass). CPU is ``time.process_time()``: every thread of the process.
+"""
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+import rocketstore
+
+N = 300_000
+CONFIG = {
+    "mapped_file_size_commit_log": 256 << 20,
+    "mapped_file_size_consume_queue": 65536 * 20,
+    "max_hash_slot_num": 1_000_000,
+    "max_index_num": 4_000_000,
+}
+
+
+def main() -> None:
+    size, what = int(sys.argv[1]), sys.argv[2]
+    passes = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    path = os.path.join(tempfile.gettempdir(), f"rocketstore-read-probe-{size}")
+    if what == "prep":
+        from rocketstore._bench import bench_table
+
+        table = bench_table(N, size)
+        shutil.rmtree(path, ignore_errors=True)
+        with rocketstore.MessageStore(path, **CONFIG) as s:
+            for i in range(0, N, 16384):
+                s.put_batch(table.slice(i, 16384))
+            while s.stats().get("dispatch_behind_bytes", 0) > 0:
+                time.sleep(0.01)
+        return
+    s = rocketstore.MessageStore(path, read_only=True, **CONFIG)
+    got = 0
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(passes):
+        if what == "read_arrow":
+            off = 0
+            while True:
+                batch, off = s.read_arrow(off, max_messages=65536)
+                if batch.num_rows == 0:
+                    break
+                got += batch.num_rows
+        elif what in ("get_message", "get_message_arrow"):
+            for t in range(4):
+                for q in range(8):
+                    off = 0
+                    while True:
+                        if what == "get_message":
+                            r = s.get_message(f"BenchTopic{t}", q, off, 32)
+                            msgs = r.messages
+                            if not msgs:
+                                break
+                            for m in msgs:
+                                len(m.body)
+                            got += len(msgs)
+                            off = r.next_begin_offset
+                        else:
+                            batch, off = s.get_message_arrow(f"BenchTopic{t}", q, off, 65536)
+                            if batch.num_rows == 0:
+                                break
+                            got += batch.num_rows
+        elif what == "query":
+            rng = random.Random(5)
+            for _ in range(100_000):
+                i = rng.randrange(N)
+                got += len(s.query_message(f"BenchTopic{i % 4}", f"k-{i}", max_num=4))
+        else:
+            sys.exit(f"unknown figure {what!r}")
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    print(
+        f"{what} {size} B: {got} msgs, {got / wall / 1e6:.2f} M msg/s, "
+        f"{cpu * 1e9 / max(got, 1):.0f} ns CPU per message"
+    )
+    s.close()
+
+
+if __name__ == "__main__":
+    main()
