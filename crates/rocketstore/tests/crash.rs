@@ -44,26 +44,13 @@ use rocketstore::format::index::{index_key, read_entry};
 use rocketstore::format::{index_key_hash, IndexHeader};
 use rocketstore::{ConfigValue, GetStatus, PutMessage, PutStatus, Store, StoreConfig};
 
-use common::{copy_tree, files_under};
+use common::{copy_tree, files_under, Rng};
 
 const TOPICS: [&str; 3] = ["CrashA", "CrashB", "CrashC"];
 const SLOTS: u32 = 1000;
 
 /// (topic, queue id).
 type QueueKey = (String, i32);
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn config(mode: &str) -> StoreConfig {
     let mut c = StoreConfig::default();

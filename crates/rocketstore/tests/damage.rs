@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use rocketstore::format::{offset_to_file_name, Checkpoint};
 
-use common::{copy_tree, files_under};
+use common::{copy_tree, files_under, Rng};
 use rocketstore::{
     ConfigValue, Error, GetStatus, PutMessage, PutResult, PutStatus, Store, StoreConfig,
 };
@@ -232,22 +232,6 @@ fn index_files(root: &Path) -> Vec<PathBuf> {
 fn crash_copy(store: &Store, dst: &Path) {
     store.flush().unwrap();
     copy_tree(store.root(), dst);
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 // ---- C1: torn last record ------------------------------------------------------------------

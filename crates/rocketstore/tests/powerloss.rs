@@ -27,6 +27,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::Rng;
 use rocketstore::format::Checkpoint;
 use rocketstore::powerloss::durable_image;
 use rocketstore::{ConfigValue, GetStatus, PutMessage, PutStatus, Store, StoreConfig};
@@ -34,19 +37,6 @@ use rocketstore::{ConfigValue, GetStatus, PutMessage, PutStatus, Store, StoreCon
 const TOPICS: [&str; 2] = ["PowerA", "PowerB"];
 const PAGE: usize = 4096;
 const SECTOR: usize = 512;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn config(mode: &str) -> StoreConfig {
     let mut c = StoreConfig::default();
