@@ -637,7 +637,7 @@ impl CommitLog {
                 break;
             };
             if rest.is_empty() {
-                if file.is_full() {
+                if file.is_fully_readable() {
                     offset = file.from() + file.size() as u64;
                     continue;
                 }
@@ -857,7 +857,7 @@ impl Iterator for RecordIter<'_> {
                 return None;
             };
             if rest.is_empty() {
-                if file.is_full() {
+                if file.is_fully_readable() {
                     self.offset = file.from() + file.size() as u64;
                     continue;
                 }

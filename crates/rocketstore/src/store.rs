@@ -1731,6 +1731,67 @@ impl Iterator for Scanner {
 }
 
 #[cfg(test)]
+mod transient_pool_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// With a transient write buffer, the writer can roll into the next file while the tail of
+    /// the previous one is still uncommitted. Dispatch must wait for that tail, not skip to the
+    /// next file (it used to, leaving a gap in the consume queue; seen in CI as
+    /// `durability::async_flush_cursors_with_transient_pool`).
+    #[test]
+    fn dispatch_waits_for_the_uncommitted_tail_of_a_rolled_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig {
+            mapped_file_size_commit_log: 64 * 1024,
+            transient_store_pool_enable: true,
+            background_threads: false,
+            ..StoreConfig::default()
+        };
+        let store = Store::open(dir.path(), cfg).unwrap();
+        // Hold the commit service back: puts land in the write buffer only, and the inline
+        // dispatch after each put sees nothing past the committed position.
+        let commit = lock(&store.manual).as_mut().unwrap().commit.take();
+        assert!(commit.is_some());
+        let body = vec![7u8; 700];
+        let mut n = 0i64;
+        while store.cursors().wrote < 64 * 1024 + 4096 && n < 1000 {
+            store
+                .put(&PutMessage {
+                    topic: "PoolTopic",
+                    body: &body,
+                    ..Default::default()
+                })
+                .unwrap();
+            n += 1;
+        }
+        // The writer is in the second file; commit everything, then dispatch.
+        assert!(store.cursors().wrote > 64 * 1024, "{:?}", store.cursors());
+        {
+            let mut manual = lock(&store.manual);
+            let m = manual.as_mut().unwrap();
+            m.commit = commit;
+            m.commit.as_mut().unwrap().commit_pass(0).unwrap();
+        }
+        store.run_service_once("reput").unwrap();
+        assert_eq!(store.max_offset_in_queue("PoolTopic", 0), n);
+        // Every message is read back, in order, from the consume queue.
+        let mut offset = 0i64;
+        while offset < n {
+            let got = store
+                .get_message("PoolTopic", 0, offset, 32, None, None)
+                .unwrap();
+            assert_eq!(got.status, GetStatus::Found, "at queue offset {offset}");
+            for m in &got.messages {
+                assert_eq!(m.queue_offset, offset);
+                offset += 1;
+            }
+        }
+        store.close().unwrap();
+    }
+}
+
+#[cfg(test)]
 mod put_buffer_tests {
     use super::*;
 

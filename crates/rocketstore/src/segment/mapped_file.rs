@@ -213,8 +213,19 @@ impl MappedFile {
         self.committed()
     }
 
+    /// The writer has reached the end of the file (its last record or the blank end-of-file
+    /// record is written). With a transient write buffer, those bytes may not be readable yet:
+    /// readers use [`MappedFile::is_fully_readable`].
     pub(crate) fn is_full(&self) -> bool {
         self.wrote() == self.size
+    }
+
+    /// Every byte of the file, up to its end, is readable (committed): a reader at the read
+    /// position may move on to the next file. With a transient write buffer the writer can be
+    /// in the next file while this one's tail still waits to be committed; a reader that moved
+    /// on then would skip the records of that tail.
+    pub(crate) fn is_fully_readable(&self) -> bool {
+        self.read_position() == self.size
     }
 
     pub(crate) fn last_store_timestamp(&self) -> i64 {

@@ -164,7 +164,7 @@ impl Store {
                 break;
             };
             if rest.is_empty() {
-                if f.is_full() {
+                if f.is_fully_readable() {
                     offset = offset_after(&f);
                     continue;
                 }
