@@ -237,6 +237,11 @@ def test_bad_row_fails_the_job_and_publishes_nothing(spark: SparkSession, tmp_pa
     assert "nothing of this task is published" in str(info.value)
     assert _stores(root) == ["store-00000"]
     assert (root / MANIFEST).read_text() == before
+    # Spark aborts the job when the first task fails; the other task may still be running and
+    # removes its own attempt (and the then empty `_temporary`) when it stops.
+    deadline = time.monotonic() + 60
+    while (root / "_temporary").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not (root / "_temporary").exists()
     assert _read(spark, root).count() == 30
 

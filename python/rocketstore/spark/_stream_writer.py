@@ -93,7 +93,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             raise err
         self.stream_id = stream_id
         rest = {k: v for k, v in options.items() if normalize(k) not in _STREAM_OPTIONS}
-        self.writer = RocketStoreWriter(rest, schema, overwrite=False)
+        self.writer = RocketStoreWriter(rest, schema, overwrite=False, live_marker=False)
         # Task attempts write under _temporary/<streamId>-<uuid> (Spark may create several
         # writer instances per query: one plans, copies write, another commits).
         self.writer.job_id = f"{stream_id}-{uuid.uuid4().hex}"

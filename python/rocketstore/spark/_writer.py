@@ -309,8 +309,28 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+LIVE_MARKER = "_job_live"
+"""File in ``_temporary/<job id>`` while the job runs (created on the driver at planning)."""
+
+
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_empty_parents(path: Path, levels: int) -> None:
+    """Removes ``path`` and up to ``levels - 1`` of its parents while they are empty.
+
+    A failed task attempt runs this after removing its store: the driver's ``abort`` may already
+    have run (Spark calls it when the first task fails, while others still run), so the last
+    attempt out removes ``_temporary/<job id>`` and ``_temporary``. ``rmdir`` only removes an empty
+    directory, so a directory another attempt is writing into stays.
+    """
+    for _ in range(levels):
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        path = path.parent
 
 
 def _task_identity() -> tuple[int, int, int]:
@@ -336,7 +356,14 @@ class RocketStoreWriter(DataSourceArrowWriter):
         ).save("/data/stores")
     """
 
-    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        schema: StructType,
+        overwrite: bool,
+        *,
+        live_marker: bool = True,
+    ) -> None:
         path = options.get("path")
         if not path:
             err = InvalidConfigError(
@@ -363,8 +390,19 @@ class RocketStoreWriter(DataSourceArrowWriter):
             )
             err.key = "path"
             raise err
+        # The job's live marker: tasks write only while it exists; commit and abort remove it
+        # first (see `_cleanup`), so an attempt that outlives the job removes its own store.
+        # (A stream writer runs one job per micro-batch and cleans up by stream instead.)
+        self.live_marker = live_marker
+        if live_marker:
+            self.job_dir.mkdir(parents=True, exist_ok=True)
+            self._live_marker.touch()
 
     # ---- paths ------------------------------------------------------------------------
+
+    @property
+    def _live_marker(self) -> Path:
+        return self.job_dir / LIVE_MARKER
 
     @property
     def job_dir(self) -> Path:
@@ -380,6 +418,11 @@ class RocketStoreWriter(DataSourceArrowWriter):
     def _open(self, path: Path) -> MessageStore:
         from rocketstore import MessageStore
 
+        if self.live_marker and not self._live_marker.exists():
+            raise OSError(
+                f"rocketstore writer: job {self.job_id} has already ended (committed or aborted); "
+                "this task attempt writes nothing"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():  # a previous run of this very attempt id cannot exist; be safe
             _remove_tree(path)
@@ -428,11 +471,19 @@ class RocketStoreWriter(DataSourceArrowWriter):
             stats.finish(store)
             store.close()
             store = None
+            if self.live_marker and not self._live_marker.exists():
+                # Spark aborted the job (another task failed) while this attempt ran: the
+                # driver's cleanup may have missed this store, so remove it here.
+                raise OSError(
+                    f"rocketstore writer: job {self.job_id} ended while Spark partition "
+                    f"{partition} (task attempt {task_attempt}) ran; its store is removed"
+                )
         except BaseException:
             if store is not None:
                 with contextlib.suppress(Exception):  # the original error is the one to report
                     store.close()
             _remove_tree(path)
+            _remove_empty_parents(path.parent, levels=2)  # <job id>, then _temporary
             raise
         return StoreCommitMessage(
             partition, task_attempt, attempt_number, str(path), stats.as_dict()
@@ -441,6 +492,8 @@ class RocketStoreWriter(DataSourceArrowWriter):
     # ---- driver side ------------------------------------------------------------------
 
     def _cleanup(self) -> None:
+        with contextlib.suppress(OSError):
+            self._live_marker.unlink()  # first: attempts still running stop publishing
         _remove_tree(self.job_dir)
         with contextlib.suppress(OSError):  # only if no other job is running
             (Path(self.root) / TEMPORARY).rmdir()
