@@ -56,7 +56,7 @@ endif
 
 say = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help venv build wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest \
+.PHONY: help venv build wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
 	rust-failpoint-tests rust-powerloss-tests bench-check test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
@@ -149,10 +149,10 @@ endif
 
 # ---- lint (CI is the style guide) ------------------------------------------------------
 
-lint: lint-rust lint-python ## All style checks: rustfmt, clippy, rustdoc, ruff, mypy, stubtest
+lint: lint-rust lint-python ## All style checks: rustfmt, clippy, rustdoc, ruff, mypy, stubtest, import circles
 
 lint-rust: fmt-check clippy rustdoc
-lint-python: ruff mypy stubtest
+lint-python: ruff mypy stubtest py-import-cycles
 
 fmt-check:
 	$(call say,Rust formatting: cargo fmt --check (fix with 'make fmt'))
@@ -174,6 +174,10 @@ ruff: $(DEPS_STAMP)
 mypy: $(DEPS_STAMP)
 	$(call say,Python types: mypy --strict (python/ and tests/))
 	$(VENV_BIN)/mypy
+
+py-import-cycles: $(DEPS_STAMP)
+	$(call say,Python import circles: no two modules of python/rocketstore import each other (tests/check_python_imports.py))
+	$(PY) tests/check_python_imports.py python/rocketstore
 
 STUBTEST_ALLOWLIST := $(if $(wildcard stubtest-allowlist.txt),--allowlist stubtest-allowlist.txt)
 
@@ -268,7 +272,7 @@ test-python-all: build wheel java-check
 
 # The `rocketstore` command is [project.scripts] in pyproject.toml -> rocketstore.cli:main.
 CLI_CHECK = @$(PY) -c 'import rocketstore.cli' 2>/dev/null || { \
-	echo "ERROR: rocketstore.cli cannot be imported: python/rocketstore/cli.py (with main()) is missing or broken." >&2; \
+	echo "ERROR: rocketstore.cli cannot be imported: python/rocketstore/cli/ (with main()) is missing or broken." >&2; \
 	$(PY) -c 'import rocketstore.cli' >&2 || true; exit 1; }
 
 demo: build java-check ## Run the main job on generated data: Spark ingest of 1,000,000 messages into ./demo-store, then verify

@@ -67,7 +67,8 @@ def _measure(spark: Any, args: argparse.Namespace, base: Path, size: int) -> dic
 
     from rocketstore.cli import demo_geometry
     from rocketstore.spark import ingest, verify
-    from rocketstore.spark.jobs import _partition_keys, _route, demo_messages
+    from rocketstore.spark._demo import demo_messages
+    from rocketstore.spark._ingest import _partition_keys, _route
 
     n = args.messages
     df = demo_messages(spark, n, body_size=size, partitions=2).cache()

@@ -115,7 +115,7 @@ def test_report_round_trips_through_json(tmp_path: Path) -> None:
 def test_partition_keys_match_spark_hash_partitioning(spark: SparkSession) -> None:
     from pyspark.sql import functions as F
 
-    from rocketstore.spark.jobs import _murmur3_int, _partition_keys
+    from rocketstore.spark._ingest import _murmur3_int, _partition_keys
 
     rows = spark.range(-5, 200).select("id", F.hash(F.col("id").cast("int")).alias("h")).collect()
     assert all(r["h"] == _murmur3_int(r["id"]) for r in rows)

@@ -53,7 +53,8 @@ from rocketstore._native import (
     rebuild_indexes,
     verify_store,
 )
-from rocketstore._store import GetMessageStatus, MessageStore
+from rocketstore._status import GetMessageStatus
+from rocketstore._store import MessageStore
 from rocketstore.exceptions import (
     CorruptionError,
     DiskFullError,

@@ -12,7 +12,7 @@ from typing import Any, Literal, Self, TypeAlias, final
 import pyarrow as pa
 from typing_extensions import disjoint_base
 
-from rocketstore._store import GetMessageStatus
+from rocketstore._status import GetMessageStatus
 from rocketstore.exceptions import (
     CorruptionError as CorruptionError,
 )

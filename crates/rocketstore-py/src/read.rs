@@ -8,12 +8,12 @@ use rocketstore::{GetStatus, StoredMessage};
 
 use crate::convert::{Message, MessageBuilder};
 
-/// `rocketstore.GetMessageStatus` (a `StrEnum` defined in Python, in `rocketstore._store`).
+/// `rocketstore.GetMessageStatus` (a `StrEnum` defined in Python, in `rocketstore._status`).
 static STATUS_ENUM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// The `GetMessageStatus` member named `name`.
 pub(crate) fn status_member<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let cls = STATUS_ENUM.import(py, "rocketstore._store", "GetMessageStatus")?;
+    let cls = STATUS_ENUM.import(py, "rocketstore._status", "GetMessageStatus")?;
     cls.getattr(name)
 }
 

@@ -108,11 +108,12 @@ Jobs: :func:`ingest` writes a DataFrame into ``N`` stores and :func:`verify` che
 
 from __future__ import annotations
 
+from rocketstore.spark._ingest import ingest
 from rocketstore.spark._interpreter import default_worker_python
 from rocketstore.spark._reader import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA
 from rocketstore.spark._source import RocketStoreDataSource, register
 from rocketstore.spark._writer import MANIFEST, body_digest
-from rocketstore.spark.jobs import ingest, verify
+from rocketstore.spark.verify import verify
 
 __all__ = [
     "CONSUME_QUEUE_SCHEMA",

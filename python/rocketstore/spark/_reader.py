@@ -2,7 +2,7 @@
 
 ``spark.read.format("rocketstore").load(path)`` reads one store (``path`` has a
 ``commitlog/`` directory) or every store below ``path`` (see
-:func:`rocketstore.spark._stores.find_stores`). Every store is opened with
+:func:`rocketstore._stores.find_stores`). Every store is opened with
 ``read_only=True``: reading never changes a byte on disk.
 
 Partitioning (option ``partitioning``):
@@ -38,6 +38,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from rocketstore._stores import MANIFEST, commitlog_files, find_stores, store_key
 from rocketstore.exceptions import InvalidConfigError
 from rocketstore.spark._options import (
     EARLIEST,
@@ -50,7 +51,6 @@ from rocketstore.spark._options import (
     parse_offsets,
     split_options,
 )
-from rocketstore.spark._stores import MANIFEST, commitlog_files, find_stores, store_key
 
 if TYPE_CHECKING:
     import pyarrow as pa

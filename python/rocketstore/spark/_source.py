@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
@@ -22,7 +23,7 @@ from rocketstore.spark._writer import RocketStoreWriter
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["RocketStoreDataSource", "register"]
+__all__ = ["RocketStoreDataSource", "ensure_registered", "register"]
 
 
 class RocketStoreDataSource(DataSource):
@@ -89,3 +90,14 @@ def register(spark: SparkSession | None = None) -> None:
             raise RuntimeError("no active SparkSession to register the rocketstore source on")
     # A stand-in that fails with a clear error when the workers' interpreter lacks rocketstore.
     spark.dataSource.register(checked_source(spark, RocketStoreDataSource))
+
+
+_REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
+def ensure_registered(spark: SparkSession) -> None:
+    """Registers the data source on ``spark`` once (registering again logs a warning)."""
+    if spark in _REGISTERED:
+        return
+    register(spark)
+    _REGISTERED.add(spark)

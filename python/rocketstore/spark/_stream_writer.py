@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from rocketstore._stores import TEMPORARY
 from rocketstore.exceptions import InvalidConfigError
 from rocketstore.spark._options import normalize
-from rocketstore.spark._stores import TEMPORARY
 from rocketstore.spark._writer import (
     RocketStoreWriter,
     StoreCommitMessage,

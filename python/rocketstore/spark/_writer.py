@@ -66,9 +66,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from rocketstore._stores import MANIFEST, TEMPORARY, find_stores, is_store
 from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
 from rocketstore.spark._options import normalize, parse_int, split_options
-from rocketstore.spark._stores import MANIFEST, TEMPORARY, find_stores, is_store
 
 if TYPE_CHECKING:
     import pyarrow as pa

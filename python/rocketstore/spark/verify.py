@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore._stores import MANIFEST, find_stores, read_manifest, store_key
 from rocketstore.spark._report import CHECKS, MAX_EXAMPLES, Check, VerifyReport
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["STORE_CHECKS", "verify", "verify_local", "verify_store"]
 
-_MANIFEST = "_SUCCESS"
 _SCAN_BATCH = 32_768
 _TASK_SCHEMA = (
     "store string, check string, checked long, failed long, skipped long, "
@@ -393,17 +393,15 @@ class _Plan:
     """The stores under a root, their manifest entries and the report's checks."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        from rocketstore.spark.jobs import _find_stores, _store_name, read_manifest
-
         base = Path(os.path.abspath(os.fspath(root)))
         if not base.is_dir():
             raise FileNotFoundError(2, "no such directory to verify", str(base))
-        found = _find_stores(base)
+        found = find_stores(base)
         if not found:
             raise FileNotFoundError(
                 2, "no RocketMQ store (a directory with commitlog/) at or below", str(base)
             )
-        manifest_root = base if (base / _MANIFEST).exists() or base not in found else base.parent
+        manifest_root = base if (base / MANIFEST).exists() or base not in found else base.parent
         self.base = base
         self.found = found
         self.manifest_root = manifest_root
@@ -418,7 +416,7 @@ class _Plan:
         else:
             self.checks["manifest"].note("no _SUCCESS manifest (not written by the Spark writer)")
         self.stores: list[_Store] = [
-            (str(p), _store_name(base, p), self.entries.get(str(p.resolve()))) for p in found
+            (str(p), store_key(base, p), self.entries.get(str(p.resolve()))) for p in found
         ]
 
     def report(
@@ -544,9 +542,9 @@ def verify(
         if not report.ok:
             raise SystemExit(report.failed_checks)
     """
-    from rocketstore.spark.jobs import _ensure_registered
+    from rocketstore.spark._source import ensure_registered
 
-    _ensure_registered(spark)
+    ensure_registered(spark)
     t0 = time.perf_counter()
     plan = _Plan(root)
     stores = plan.stores

@@ -1,11 +1,25 @@
-"""Finding store roots under a directory, and the stores' commit log files."""
+"""Store discovery without Spark: store roots under a directory, their commit log files and
+the ``_SUCCESS`` manifest a Spark write leaves in the root.
+
+Used by the ``rocketstore`` command and by the Spark source, writer and jobs alike.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["MANIFEST", "TEMPORARY", "commitlog_files", "find_stores", "is_store", "store_key"]
+__all__ = [
+    "MANIFEST",
+    "TEMPORARY",
+    "commitlog_files",
+    "find_stores",
+    "is_store",
+    "read_manifest",
+    "store_key",
+]
 
 #: Name of the manifest a successful Spark write leaves in the root.
 MANIFEST = "_SUCCESS"
@@ -18,7 +32,7 @@ def is_store(path: Path) -> bool:
     return (path / "commitlog").is_dir()
 
 
-def find_stores(root: Path) -> list[Path]:
+def find_stores(root: str | os.PathLike[str]) -> list[Path]:
     """Every store root at or below ``root``, sorted by path.
 
     ``root`` itself if it is a store; otherwise the walk descends into every directory whose
@@ -26,6 +40,7 @@ def find_stores(root: Path) -> list[Path]:
     unpublished stores, is skipped) and stops at each store root it meets. Symbolic links
     to directories are followed.
     """
+    root = Path(root)
     if is_store(root):
         return [root]
     found: list[Path] = []
@@ -62,3 +77,15 @@ def commitlog_files(store: Path) -> list[tuple[int, int]]:
             if len(entry.name) == 20 and entry.name.isdigit() and entry.is_file():
                 files.append((int(entry.name), entry.stat().st_size))
     return sorted(files)
+
+
+def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The ``_SUCCESS`` manifest the Spark writer left in ``root``, or None if there is none."""
+    path = Path(root) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a rocketstore manifest (not a JSON object)")
+    return data

@@ -1,6 +1,6 @@
 """The Spark half of the ``rocketstore`` command: ``demo``, ``ingest`` and ``verify``.
 
-Kept apart from :mod:`rocketstore.cli` so that ``rocketstore inspect``/``dump`` start without
+Imported only when one of them runs, so that ``rocketstore inspect``/``dump`` start without
 importing PySpark. Each command makes (or reuses) a SparkSession, shows one progress bar per
 step (Spark tasks done / known), and prints a summary.
 """
@@ -8,26 +8,28 @@ step (Spark tasks done / known), and prints a summary.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from rocketstore.cli._demo import demo_geometry
+from rocketstore.cli._progress import SparkProgress
+from rocketstore.spark._demo import demo_messages
+from rocketstore.spark._ingest import PUT_COLUMNS, ingest
+from rocketstore.spark.verify import verify, verify_local
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from rocketstore.spark._report import VerifyReport
 
-__all__ = ["SparkProgress", "cmd_demo", "cmd_ingest", "cmd_verify", "read_input", "session"]
+__all__ = ["cmd_demo", "cmd_ingest", "cmd_verify", "read_input", "session"]
 
 _LOG4J = "rootLogger.level = error\nrootLogger.appenderRef.stdout.ref = console\n" + (
     "appender.console.type = Console\nappender.console.name = console\n"
@@ -37,7 +39,7 @@ _LOG4J = "rootLogger.level = error\nrootLogger.appenderRef.stdout.ref = console\
 
 
 # --------------------------------------------------------------------------------------
-# Session and progress
+# Session
 # --------------------------------------------------------------------------------------
 
 
@@ -101,94 +103,6 @@ def session(master: str, app: str, *, conf: list[str] | None = None) -> Iterator
             shutil.rmtree(conf_dir, ignore_errors=True)
 
 
-class SparkProgress:
-    """A tqdm bar of the Spark tasks of the jobs started inside the ``with`` block.
-
-    Jobs are tagged with a job group; a thread polls ``statusTracker()`` twice a second and
-    shows completed / known tasks over all their stages. Disabled (no output) with
-    ``enabled=False`` or without tqdm.
-
-    Example::
-
-        with SparkProgress(spark, "ingest"):
-            df.write.format("rocketstore").save(root)
-    """
-
-    def __init__(self, spark: SparkSession, desc: str, *, enabled: bool = True) -> None:
-        self._sc = spark.sparkContext
-        self._desc = desc
-        self._group = f"rocketstore-{desc}-{uuid.uuid4().hex[:8]}"
-        self._stop = threading.Event()
-        self._bar: Any = None
-        self._tqdm: Any = None
-        self._thread: threading.Thread | None = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                return
-            self._tqdm = tqdm
-
-    def _poll(self) -> None:
-        tracker = self._sc.statusTracker()
-        total = done = 0
-        for job_id in tracker.getJobIdsForGroup(self._group):
-            job = tracker.getJobInfo(job_id)
-            if job is None:
-                continue
-            for stage_id in job.stageIds:
-                stage = tracker.getStageInfo(stage_id)
-                if stage is not None:
-                    total += stage.numTasks
-                    done += stage.numCompletedTasks
-        if total == 0 or self._tqdm is None:
-            return
-        if self._bar is None:  # made on the first task, so no empty bar is ever drawn
-            self._bar = self._tqdm(
-                total=total, desc=f"{self._desc:<8}", unit=" tasks", file=sys.stderr, leave=True
-            )
-        if (total, done) != (self._bar.total, self._bar.n):
-            self._bar.total = total
-            self._bar.n = done
-            self._bar.refresh()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            try:
-                self._poll()
-            except Exception:  # the session may be stopping; progress is best effort
-                return
-
-    def __enter__(self) -> SparkProgress:
-        self._sc.setJobGroup(self._group, self._desc)
-        if self._tqdm is not None:
-            self._thread = threading.Thread(
-                target=self._run, name="rocketstore-progress", daemon=True
-            )
-            self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if exc_type is None and self._tqdm is not None:
-            with contextlib.suppress(Exception):  # best effort
-                self._poll()
-        if self._bar is not None:
-            if exc_type is None:  # stages Spark skipped (shuffle output reused) count as done
-                self._bar.n = self._bar.total
-                self._bar.refresh()
-            self._bar.close()
-        self._sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-        self._sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
-
-
 # --------------------------------------------------------------------------------------
 # Input files
 # --------------------------------------------------------------------------------------
@@ -226,8 +140,6 @@ def read_input(spark: SparkSession, path: str, fmt: str | None = None) -> DataFr
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, MapType, StringType, StructType
-
-    from rocketstore.spark.jobs import PUT_COLUMNS
 
     kind = _input_format(path, fmt)
     reader = spark.read.format(kind)
@@ -311,9 +223,6 @@ def _is_plain_store(path: Path) -> bool:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``rocketstore demo``: generate, ingest into N stores, verify against the source."""
-    from rocketstore.cli import demo_geometry
-    from rocketstore.spark.jobs import demo_messages, ingest, verify
-
     root = Path(args.store)
     show = not args.quiet
     if _is_plain_store(root):  # a store from the non-Spark demo: replace it
@@ -367,8 +276,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """``rocketstore ingest``: a Parquet/JSON/CSV input into N stores."""
-    from rocketstore.spark.jobs import ingest
-
     t0 = time.perf_counter()
     with session(args.master, "rocketstore-ingest", conf=args.conf) as spark:
         df = read_input(spark, args.input, args.format)
@@ -391,8 +298,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``rocketstore verify``: every check; exit status 1 if one fails."""
-    from rocketstore.spark.verify import verify, verify_local
-
     if getattr(args, "no_spark", False):
         if args.expected:
             raise SystemExit("rocketstore verify: --expected needs Spark (drop --no-spark)")

@@ -1,0 +1,355 @@
+"""The store tools of the ``rocketstore`` command (no Spark): ``inspect``, ``dump``,
+``rebuild-indexes`` and ``bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import rocketstore
+from rocketstore._stores import find_stores, read_manifest
+
+__all__ = [
+    "cmd_bench",
+    "cmd_dump",
+    "cmd_inspect",
+    "cmd_rebuild_indexes",
+    "inspect_root",
+    "inspect_store",
+    "parse_config",
+]
+
+
+# --------------------------------------------------------------------------------------
+# bench
+# --------------------------------------------------------------------------------------
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rocketstore import _bench
+
+    opts = _bench.BenchOptions.smoke_defaults() if args.smoke else _bench.BenchOptions()
+    if args.sizes is not None:
+        opts.sizes = args.sizes
+    if args.messages is not None:
+        opts.messages = args.messages
+    if args.seconds is not None:
+        opts.seconds = args.seconds
+    if args.batch is not None:
+        opts.batch = args.batch
+    if args.file_size is not None:
+        opts.file_size = args.file_size
+    opts.dir = args.dir
+    opts.spark = args.spark and not args.smoke
+    opts.json_path = args.json
+    opts.quiet = args.quiet
+    _bench.run(opts)
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# inspect
+# --------------------------------------------------------------------------------------
+
+
+def parse_config(items: Sequence[str]) -> dict[str, int | bool | str]:
+    """``["key=value", ...]`` → typed configuration keywords (by the field's kind)."""
+    kinds = {f.name: f.kind for f in rocketstore.config_fields()}
+    config: dict[str, int | bool | str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"rocketstore: --config expects KEY=VALUE, got {item!r}")
+        kind = kinds.get(key)
+        if kind == "int":
+            config[key] = int(value.replace("_", ""))
+        elif kind == "bool":
+            config[key] = value.strip().lower() in ("1", "true", "yes", "on")
+        else:  # str fields, and unknown keys (the store reports those with suggestions)
+            config[key] = value
+    return config
+
+
+def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> dict[str, Any]:
+    """Everything ``rocketstore inspect`` shows, as a dict (the store is opened read-only)."""
+    with rocketstore.MessageStore(root, read_only=True, **config) as store:
+        config = store.config
+        files: list[dict[str, Any]] = []
+        starts: list[int] = []
+        for f in store.commitlog_files():
+            name = os.path.basename(f)
+            if name.isdigit():
+                starts.append(int(name))
+            files.append(
+                {
+                    "path": f,
+                    "name": name,
+                    "start_offset": int(name) if name.isdigit() else None,
+                    "size": os.path.getsize(f),
+                }
+            )
+        return {
+            "root": os.fspath(root),
+            # What the files say (a read-only open keeps the configured default).
+            "commitlog_file_size": (
+                starts[1] - starts[0]
+                if len(starts) >= 2
+                else files[0]["size"]
+                if files
+                else config["mapped_file_size_commit_log"]
+            ),
+            "min_commitlog_offset": store.min_commitlog_offset(),
+            "max_commitlog_offset": store.max_commitlog_offset(),
+            "files": files,
+            "queues": [
+                {"topic": t, "queue_id": q, "next_offset": o} for t, q, o in store.queue_offsets()
+            ],
+            "recovery": store.recovery_report,
+        }
+
+
+def _stores_or_exit(root: str, command: str) -> list[Path]:
+    if not Path(root).is_dir():
+        raise SystemExit(f"rocketstore {command}: {root} is not a directory")
+    stores = find_stores(root)
+    if not stores:
+        raise SystemExit(
+            f"rocketstore {command}: no store at or below {root} "
+            "(a store is a directory with a commitlog/ directory)"
+        )
+    return stores
+
+
+def _read_manifest(root: str | os.PathLike[str]) -> dict[str, Any] | None:
+    try:
+        return read_manifest(root)
+    except (OSError, ValueError):
+        return None
+
+
+def inspect_root(root: str | os.PathLike[str], **config: int | bool | str) -> dict[str, Any]:
+    """``inspect_store`` of every store under ``root``, with the Spark writer's manifest."""
+    stores = find_stores(root)
+    base = Path(root)
+    return {
+        "root": os.fspath(root),
+        "manifest": _read_manifest(root),
+        "stores": [
+            {"name": s.relative_to(base).as_posix(), **inspect_store(s, **config)} for s in stores
+        ],
+    }
+
+
+def _print_root(info: dict[str, Any]) -> None:
+    stores = info["stores"]
+    manifest = info["manifest"]
+    print(f"root             {info['root']} ({len(stores)} stores; opened read-only)")
+    if manifest:
+        totals = manifest.get("totals", {})
+        print(
+            f"manifest         _SUCCESS: {totals.get('messages', 0):,} messages, "
+            f"{totals.get('bytes', 0):,} bytes in {totals.get('stores', 0)} stores "
+            f"({manifest.get('mode', '?')} job {str(manifest.get('job_id', '?'))[:8]}, "
+            f"{manifest.get('written_at', '?')})"
+        )
+    else:
+        print("manifest         none (no _SUCCESS: not written by the Spark writer)")
+    listed = {str(s.get("path")): s for s in (manifest or {}).get("stores", [])}
+    width = max([len(s["name"]) for s in stores] + [5])
+    print(
+        f"\n  {'store'.ljust(width)}  files  {'commit log bytes':>16}  topics  queues  "
+        f"{'messages (manifest)':>19}  recovery"
+    )
+    for s in stores:
+        size = s["max_commitlog_offset"] - s["min_commitlog_offset"]
+        topics = {q["topic"] for q in s["queues"]}
+        entry = listed.get(s["name"])
+        count = f"{entry['messages']:,}" if entry else "-"
+        rec = s["recovery"]
+        state = "abnormal" if rec["abnormal"] else "clean"
+        if rec["truncated_at"]:
+            state += f", torn tail at {rec['truncated_at'][0]:,}"
+        print(
+            f"  {s['name'].ljust(width)}  {len(s['files']):>5}  {size:>16,}  {len(topics):>6}  "
+            f"{len(s['queues']):>6}  {count:>19}  {state}"
+        )
+    totals_q: dict[tuple[str, int], int] = {}
+    for s in stores:
+        for q in s["queues"]:
+            key = (q["topic"], q["queue_id"])
+            totals_q[key] = totals_q.get(key, 0) + q["next_offset"]
+    if totals_q:
+        print(f"\ntopics/queues over all stores ({len(totals_q)})")
+        tw = max(len(t) for t, _ in totals_q)
+        print(f"  {'topic'.ljust(tw)}  queue  messages (sum of next offsets)")
+        for (t, q), n in sorted(totals_q.items()):
+            print(f"  {t.ljust(tw)}  {q:>5}  {n:>11,}")
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    config = parse_config(args.config)
+    root = Path(args.root)
+    if root.is_dir() and not (root / "commitlog").is_dir() and find_stores(root):
+        root_info = inspect_root(args.root, **config)
+        if args.json:
+            json.dump(root_info, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            _print_root(root_info)
+        return 0
+    info = inspect_store(args.root, **config)
+    if args.json:
+        json.dump(info, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print(f"store            {info['root']} (opened read-only; nothing was changed)")
+    print(f"commit log       {info['commitlog_file_size']:,} bytes per file")
+    print(
+        f"offsets          min {info['min_commitlog_offset']:,}  "
+        f"max {info['max_commitlog_offset']:,}"
+    )
+    rec = info["recovery"]
+    truncated = rec["truncated_at"]
+    state = "ABNORMAL (previous run did not close cleanly)" if rec["abnormal"] else "clean"
+    print(
+        f"recovery         {state}; "
+        f"{rec['records']:,} records scanned, end offset {rec['end_offset']:,}, "
+        f"{rec['files_removed']} file(s) removed"
+        + (f", torn tail at {truncated[0]:,}: {truncated[1]}" if truncated else "")
+    )
+    print(f"\nfiles ({len(info['files'])})")
+    for f in info["files"]:
+        print(f"  {f['name']}  {f['size']:>14,} bytes")
+    print(f"\ntopics/queues ({len(info['queues'])})")
+    if info["queues"]:
+        width = max(len(q["topic"]) for q in info["queues"])
+        print(f"  {'topic'.ljust(width)}  queue  next offset")
+        for q in info["queues"]:
+            print(f"  {q['topic'].ljust(width)}  {q['queue_id']:>5}  {q['next_offset']:>11,}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# dump
+# --------------------------------------------------------------------------------------
+
+
+def _message_dict(store: str, m: Any) -> dict[str, Any]:
+    import base64
+
+    try:
+        body: str = m.body.decode("utf-8")
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        body = base64.b64encode(m.body).decode("ascii")
+        encoding = "base64"
+    return {
+        "store": store,
+        "topic": m.topic,
+        "queue_id": m.queue_id,
+        "queue_offset": m.queue_offset,
+        "commitlog_offset": m.commitlog_offset,
+        "store_size": m.store_size,
+        "msg_id": m.msg_id,
+        "tags": m.tags,
+        "keys": list(m.keys),
+        "properties": dict(m.properties),
+        "born_timestamp": m.born_timestamp,
+        "born_host": m.born_host,
+        "store_timestamp": m.store_timestamp,
+        "store_host": m.store_host,
+        "reconsume_times": m.reconsume_times,
+        "body_crc": m.body_crc,
+        "body_encoding": encoding,
+        "body": body,
+    }
+
+
+def _iso_ms(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    base = Path(args.root)
+    stores = _stores_or_exit(args.root, "dump")
+    config = parse_config(args.config)
+    found = 0
+    shown = 0
+    for path in stores:
+        name = path.relative_to(base).as_posix() if path != base else path.name
+        with rocketstore.MessageStore(path, read_only=True, **config) as store:
+            queues = {(t, q): (lo, hi) for t, q, lo, hi in store.consume_queues()}
+            if (args.topic, args.queue) not in queues:
+                continue
+            found += 1
+            lo, hi = queues[(args.topic, args.queue)]
+            offset = lo if args.offset is None else args.offset
+            if not args.json:
+                print(
+                    f"{name}: {args.topic} queue {args.queue}: offsets {lo:,}..{hi - 1:,} "
+                    f"({hi - lo:,} messages); from {offset:,}"
+                )
+            while shown < args.max and offset < hi:
+                result = store.get_message(
+                    args.topic, args.queue, offset, max_messages=min(32, args.max - shown)
+                )
+                if not result.messages:
+                    if not args.json:
+                        print(f"  (stopped at offset {offset:,}: {result.status.name})")
+                    break
+                for m in result.messages:
+                    if args.json:
+                        print(json.dumps(_message_dict(name, m), ensure_ascii=False))
+                    else:
+                        text = m.body[: args.body_chars].decode("utf-8", "replace")
+                        more = "..." if len(m.body) > args.body_chars else ""
+                        print(
+                            f"  {m.queue_offset:>8,}  @{m.commitlog_offset:<14,} "
+                            f"{_iso_ms(m.store_timestamp)}  tags={m.tags or '-'}  "
+                            f"keys={' '.join(m.keys) or '-'}  {len(m.body)} B: {text!r}{more}"
+                        )
+                    shown += 1
+                if result.next_begin_offset <= offset:
+                    break
+                offset = result.next_begin_offset
+    if not found:
+        print(
+            f"rocketstore dump: no store under {args.root} has topic {args.topic!r} queue "
+            f"{args.queue} (see rocketstore inspect {args.root})",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# rebuild-indexes
+# --------------------------------------------------------------------------------------
+
+
+def cmd_rebuild_indexes(args: argparse.Namespace) -> int:
+    rebuild = getattr(rocketstore, "rebuild_indexes", None)
+    if rebuild is None:
+        print(
+            "rocketstore rebuild-indexes: not available in this build "
+            "(rocketstore.rebuild_indexes is missing; it comes with the recovery tools)",
+            file=sys.stderr,
+        )
+        return 2
+    base = Path(args.root)
+    config = parse_config(args.config)
+    for path in _stores_or_exit(args.root, "rebuild-indexes"):
+        name = path.relative_to(base).as_posix() if path != base else str(path)
+        t0 = time.perf_counter()
+        result = rebuild(path, **config)
+        print(f"{name}: rebuilt in {time.perf_counter() - t0:.1f} s: {json.dumps(result)}")
+    return 0
