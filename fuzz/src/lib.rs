@@ -98,7 +98,7 @@ pub fn decode_record_check(data: &[u8]) {
                     let mut again = vec![0u8; len];
                     encode_record(
                         &mut again,
-                        &v.header(),
+                        &v.header,
                         v.version,
                         v.body,
                         v.body_crc,

@@ -97,15 +97,20 @@ impl<'a> Writer<'a> {
 
 /// Uppercase hex rendering (RocketMQ `UtilAll.bytes2string`).
 pub(crate) fn hex_upper(bytes: &[u8]) -> String {
+    let mut out = Vec::with_capacity(bytes.len().saturating_mul(2));
+    push_hex_upper(&mut out, bytes);
+    // Only ASCII hex digits were pushed.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends `bytes` as uppercase hex (two ASCII digits a byte) to `out`.
+pub(crate) fn push_hex_upper(out: &mut Vec<u8>, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    let mut s = String::with_capacity(bytes.len().saturating_mul(2));
+    out.reserve(bytes.len().saturating_mul(2));
     for &b in bytes {
-        let hi = DIGITS.get(usize::from(b >> 4)).copied().unwrap_or(b'0');
-        let lo = DIGITS.get(usize::from(b & 0x0F)).copied().unwrap_or(b'0');
-        s.push(char::from(hi));
-        s.push(char::from(lo));
+        out.push(DIGITS.get(usize::from(b >> 4)).copied().unwrap_or(b'0'));
+        out.push(DIGITS.get(usize::from(b & 0x0F)).copied().unwrap_or(b'0'));
     }
-    s
 }
 
 /// Parses case-insensitive hex; `None` on an odd length or a non-hex character.

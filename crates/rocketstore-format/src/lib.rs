@@ -117,7 +117,7 @@ pub use hash::{
 };
 pub use host::HostAddr;
 pub use index::{IndexEntry, IndexHeader};
-pub use msgid::{decode_offset_msg_id, offset_msg_id, uniq_key, UniqKeyPrefix};
+pub use msgid::{decode_offset_msg_id, offset_msg_id, uniq_key, OffsetMsgIds, UniqKeyPrefix};
 pub use properties::{
     encode_properties, encoded_properties_len, parse_properties, parse_properties_into,
     property_value, validate_property, Properties,

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::bytes::{array_at, hex_decode, hex_upper, i32_at, i64_at};
+use crate::bytes::{array_at, hex_decode, hex_upper, i32_at, i64_at, push_hex_upper};
 use crate::error::{FieldError, FieldErrorReason};
 use crate::host::HostAddr;
 
@@ -20,6 +20,38 @@ pub fn offset_msg_id(store_host: &HostAddr, physical_offset: i64) -> String {
     let mut bytes = store_host.to_bytes();
     bytes.extend_from_slice(&physical_offset.to_be_bytes());
     hex_upper(&bytes)
+}
+
+/// Writes offset message ids (§4.1, as [`offset_msg_id`]) into a byte buffer without a
+/// `String` a row: the store host's hex is computed once and kept while the host repeats.
+///
+/// ```
+/// use rocketstore_format::{offset_msg_id, HostAddr, OffsetMsgIds};
+///
+/// let host: HostAddr = "10.0.0.1:10911".parse().unwrap();
+/// let mut ids = OffsetMsgIds::default();
+/// let mut out = Vec::new();
+/// ids.push_id(&mut out, host, 1_073_741_824);
+/// assert_eq!(out, offset_msg_id(&host, 1_073_741_824).into_bytes());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct OffsetMsgIds {
+    host: Option<HostAddr>,
+    prefix: Vec<u8>,
+}
+
+impl OffsetMsgIds {
+    /// Appends the offset message id of (`host`, `physical_offset`) to `out` (32 or 56 bytes
+    /// of uppercase hex).
+    pub fn push_id(&mut self, out: &mut Vec<u8>, host: HostAddr, physical_offset: i64) {
+        if self.host != Some(host) {
+            self.prefix.clear();
+            push_hex_upper(&mut self.prefix, &host.to_bytes());
+            self.host = Some(host);
+        }
+        out.extend_from_slice(&self.prefix);
+        push_hex_upper(out, &physical_offset.to_be_bytes());
+    }
 }
 
 /// Parses an offset message id: 32 hex characters = IPv4, 56 = IPv6 (case-insensitive).
@@ -106,6 +138,25 @@ pub fn decode_uniq_key(key: &str) -> Option<(UniqKeyPrefix, i32, i16)> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn offset_msg_ids_match_offset_msg_id() {
+        let hosts: [HostAddr; 3] = [
+            "10.0.0.1:10911".parse().unwrap(),
+            "[2001:db8::1]:10911".parse().unwrap(),
+            "10.0.0.2:1".parse().unwrap(),
+        ];
+        let mut ids = OffsetMsgIds::default();
+        let mut out = Vec::new();
+        let mut expected = String::new();
+        for (i, offset) in [0, 1, 1_073_741_824, i64::MAX, -1].into_iter().enumerate() {
+            for host in [hosts[i % 3], hosts[i % 3], hosts[(i + 1) % 3]] {
+                ids.push_id(&mut out, host, offset);
+                expected.push_str(&offset_msg_id(&host, offset));
+            }
+        }
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
 
     #[test]
     fn vector_10_offset_msg_id() {

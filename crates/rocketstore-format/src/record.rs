@@ -505,6 +505,9 @@ pub enum Decoded<'a> {
 }
 
 /// A decoded record borrowing from the input buffer.
+///
+/// Its fixed-width fields are a [`RecordHeader`] (`header`, SYSFLAG as stored); the view
+/// dereferences to it, so `view.queue_offset` reads `view.header.queue_offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordView<'a> {
     /// TOTALSIZE.
@@ -513,28 +516,9 @@ pub struct RecordView<'a> {
     pub version: MessageVersion,
     /// BODYCRC as stored.
     pub body_crc: i32,
-    /// QUEUEID.
-    pub queue_id: i32,
-    /// FLAG.
-    pub flag: i32,
-    /// QUEUEOFFSET.
-    pub queue_offset: i64,
-    /// PHYSICALOFFSET.
-    pub physical_offset: i64,
-    /// SYSFLAG as stored.
-    pub sys_flag: i32,
-    /// BORNTIMESTAMP.
-    pub born_timestamp: i64,
-    /// BORNHOST.
-    pub born_host: HostAddr,
-    /// STORETIMESTAMP.
-    pub store_timestamp: i64,
-    /// STOREHOST.
-    pub store_host: HostAddr,
-    /// RECONSUMETIMES.
-    pub reconsume_times: i32,
-    /// PREPARED TRANSACTION OFFSET.
-    pub prepared_transaction_offset: i64,
+    /// QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG (as stored), BORNTIMESTAMP,
+    /// BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPARED TRANSACTION OFFSET.
+    pub header: RecordHeader,
     /// BODY (as stored, possibly compressed).
     pub body: &'a [u8],
     /// TOPIC.
@@ -544,27 +528,18 @@ pub struct RecordView<'a> {
     raw: &'a [u8],
 }
 
+impl std::ops::Deref for RecordView<'_> {
+    type Target = RecordHeader;
+
+    fn deref(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
 impl<'a> RecordView<'a> {
     /// Parsed properties ([`parse_properties`]).
     pub fn properties(&self) -> Properties {
         parse_properties(self.properties_raw)
-    }
-
-    /// The header fields.
-    pub fn header(&self) -> RecordHeader {
-        RecordHeader {
-            queue_id: self.queue_id,
-            flag: self.flag,
-            queue_offset: self.queue_offset,
-            physical_offset: self.physical_offset,
-            sys_flag: self.sys_flag,
-            born_timestamp: self.born_timestamp,
-            born_host: self.born_host,
-            store_timestamp: self.store_timestamp,
-            store_host: self.store_host,
-            reconsume_times: self.reconsume_times,
-            prepared_transaction_offset: self.prepared_transaction_offset,
-        }
     }
 
     /// The whole record (`total_size` bytes).
@@ -783,17 +758,19 @@ pub fn decode_record<'a>(buf: &'a [u8], opts: &DecodeOptions) -> Result<Decoded<
         total_size,
         version,
         body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_timestamp,
-        born_host,
-        store_timestamp,
-        store_host,
-        reconsume_times,
-        prepared_transaction_offset,
+        header: RecordHeader {
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+        },
         body,
         topic,
         properties_raw,
@@ -909,7 +886,7 @@ mod tests {
         assert_eq!(v.total_size, 101);
         assert_eq!(v.version, MessageVersion::V1);
         assert_eq!(v.body_crc, 0x5893_2AAC);
-        assert_eq!(v.header(), hdr);
+        assert_eq!(v.header, hdr);
         assert_eq!(v.body, b"hi");
         assert_eq!(v.topic, "T");
         assert_eq!(v.properties_raw, props);
@@ -1009,7 +986,7 @@ mod tests {
         assert_eq!(v.topic, topic);
         assert_eq!(v.sys_flag, 0x39);
         assert_eq!(
-            v.header(),
+            v.header,
             RecordHeader {
                 sys_flag: 0x39,
                 ..hdr

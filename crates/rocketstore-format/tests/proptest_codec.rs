@@ -144,7 +144,7 @@ fn reencode(v: &RecordView<'_>) -> Vec<u8> {
     let mut out = vec![0u8; v.bytes().len()];
     encode_record(
         &mut out,
-        &v.header(),
+        &v.header,
         v.version,
         v.body,
         v.body_crc,
@@ -187,7 +187,7 @@ proptest! {
             Ok(Decoded::Message(v)) => v,
             other => panic!("{other:?}"),
         };
-        prop_assert_eq!(v.header(), RecordHeader { sys_flag: rec.hdr.effective_sys_flag(), ..rec.hdr });
+        prop_assert_eq!(v.header, RecordHeader { sys_flag: rec.hdr.effective_sys_flag(), ..rec.hdr });
         prop_assert_eq!(v.version, rec.version);
         prop_assert_eq!(v.body, &rec.body[..]);
         prop_assert_eq!(v.body_crc, crc32_masked(&rec.body));

@@ -37,6 +37,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::PyRecordBatch;
+use rocketstore::format::OffsetMsgIds;
 use rocketstore::{HostAddr, PutMessage, PutStatus, Store, TransactionType};
 
 use crate::convert::{PUT_FIELDS, TRANSACTION_NAMES};
@@ -652,20 +653,6 @@ fn messages<'a>(
     Ok(out)
 }
 
-/// RocketMQ's PutMessageStatus names, in dictionary order of the `status` result column.
-const STATUS_NAMES: [&str; 10] = [
-    "PUT_OK",
-    "FLUSH_DISK_TIMEOUT",
-    "FLUSH_SLAVE_TIMEOUT",
-    "SLAVE_NOT_AVAILABLE",
-    "SERVICE_NOT_AVAILABLE",
-    "CREATE_MAPPED_FILE_FAILED",
-    "MESSAGE_ILLEGAL",
-    "PROPERTIES_SIZE_EXCEEDED",
-    "OS_PAGE_CACHE_BUSY",
-    "UNKNOWN_ERROR",
-];
-
 /// The schema of the batch `put_batch` returns for Arrow input (`rocketstore._arrow.RESULT_SCHEMA`).
 pub(crate) fn result_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
@@ -685,53 +672,6 @@ pub(crate) fn result_schema() -> SchemaRef {
     }))
 }
 
-/// Writes offset message ids without a `String` per row.
-///
-/// An offset message id is the store host's hex followed by the 16 hex digits of the commit log
-/// offset (`rocketstore_format::offset_msg_id`). For each new store host, the full id of the
-/// row is computed by the format crate and, if its last 16 characters are the offset's digits,
-/// the rest is kept as the host's prefix for the following rows; otherwise every id of that
-/// host is computed by the format crate.
-#[derive(Debug, Default)]
-pub(crate) struct MsgIds {
-    host: Option<HostAddr>,
-    prefix: Vec<u8>,
-    fast: bool,
-}
-
-const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
-
-fn push_hex16(out: &mut Vec<u8>, v: i64) {
-    let v = v as u64;
-    for shift in (0..16).rev() {
-        let digit = ((v >> (shift * 4)) & 0xF) as usize;
-        out.push(HEX_UPPER.get(digit).copied().unwrap_or(b'0'));
-    }
-}
-
-impl MsgIds {
-    /// Appends the offset message id of (`host`, `offset`) to `out`.
-    pub(crate) fn push_id(&mut self, out: &mut Vec<u8>, host: HostAddr, offset: i64) {
-        if self.host == Some(host) {
-            if self.fast {
-                out.extend_from_slice(&self.prefix);
-                push_hex16(out, offset);
-            } else {
-                out.extend_from_slice(rocketstore_format::offset_msg_id(&host, offset).as_bytes());
-            }
-            return;
-        }
-        let full = rocketstore_format::offset_msg_id(&host, offset);
-        let mut digits = Vec::with_capacity(16);
-        push_hex16(&mut digits, offset);
-        let split = full.len().saturating_sub(16);
-        self.fast = full.as_bytes().get(split..) == Some(&digits[..]);
-        self.prefix = full.as_bytes().get(..split).unwrap_or_default().to_vec();
-        self.host = Some(host);
-        out.extend_from_slice(full.as_bytes());
-    }
-}
-
 fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
     PyValueError::new_err(format!("cannot build the result batch: {e}"))
 }
@@ -740,11 +680,12 @@ fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
 fn result_batch(results: &[rocketstore::PutResult]) -> PyResult<RecordBatch> {
     let n = results.len();
     let mut status = Vec::with_capacity(n);
-    let mut names: Vec<&str> = STATUS_NAMES.to_vec();
+    // RocketMQ's PutMessageStatus names, in declaration order: the `status` dictionary.
+    let mut names: Vec<&str> = PutStatus::ALL.iter().map(|s| s.as_str()).collect();
     let mut id_offsets: Vec<i32> = Vec::with_capacity(n + 1);
     id_offsets.push(0);
     let mut id_data = Vec::with_capacity(n * 32);
-    let mut ids = MsgIds::default();
+    let mut ids = OffsetMsgIds::default();
     let mut last: Option<(PutStatus, i8)> = None;
     for r in results {
         let code = match last {

@@ -23,10 +23,8 @@ use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use rocketstore::format::{parse_properties, HostAddr, RecordView};
+use rocketstore::format::{parse_properties, HostAddr, OffsetMsgIds, RecordView};
 use rocketstore::{IndexFileEntries, Store};
-
-use crate::arrow::MsgIds;
 
 /// Arrow's limit for one string/binary column with 32-bit offsets, with room to spare.
 const MAX_COLUMN_BYTES: usize = (i32::MAX as usize) - (1 << 20);
@@ -301,7 +299,7 @@ pub(crate) struct MessageColumns {
     prepared_transaction_offset: Vec<i64>,
     msg_id: Utf8Col,
     uniq_key: Utf8Col,
-    ids: MsgIds,
+    ids: OffsetMsgIds,
     /// Record bytes taken so far plus the per-row allowance (bounds every string column).
     budget_used: usize,
     scratch: Vec<(&'static str, &'static str)>,
@@ -346,7 +344,7 @@ impl MessageColumns {
             prepared_transaction_offset: Vec::with_capacity(rows),
             msg_id: s(32),
             uniq_key: s(32).nullable(),
-            ids: MsgIds::default(),
+            ids: OffsetMsgIds::default(),
             budget_used: 0,
             scratch: Vec::new(),
             rows,

@@ -1374,7 +1374,7 @@ impl ScanIterator {
     fn offset(&self) -> PyResult<Option<u64>> {
         let st = lock(&self.state);
         if let Some(m) = st.buffer.front() {
-            return Ok(u64::try_from(m.commitlog_offset).ok());
+            return Ok(u64::try_from(m.commitlog_offset()).ok());
         }
         Ok(st.scanner.as_ref().map(Scanner::offset))
     }

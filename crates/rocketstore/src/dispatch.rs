@@ -3,26 +3,9 @@
 
 use rocketstore_format::{sysflag, RecordView, SCHEDULE_TOPIC};
 
-/// Looks up property values in a raw properties string without allocating, with RocketMQ's
-/// last-wins rule and its "non-empty name and value" rule.
-pub(crate) fn raw_property<'a>(raw: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    let mut found = None;
-    for seg in raw.split(|&b| b == rocketstore_format::PROPERTY_SEPARATOR) {
-        let Some(sep) = seg
-            .iter()
-            .position(|&b| b == rocketstore_format::NAME_VALUE_SEPARATOR)
-        else {
-            continue;
-        };
-        if sep == 0 || sep + 1 >= seg.len() {
-            continue;
-        }
-        if &seg[..sep] == name.as_bytes() {
-            found = Some(&seg[sep + 1..]);
-        }
-    }
-    found
-}
+/// A property's raw value without building the map (last wins; empty names and values are
+/// skipped): the format crate's one rule.
+pub(crate) use rocketstore_format::property_value as raw_property;
 
 /// The dispatch-relevant facts of one record.
 #[derive(Debug, Clone)]

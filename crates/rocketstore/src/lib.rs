@@ -61,7 +61,7 @@ pub use rebuild::{rebuild_indexes, RebuildReport};
 pub use rocketstore_format::HostAddr;
 pub use service::cleanup::{CleanupReport, Clock, DiskUsageProbe};
 pub use service::reput::UndispatchableTopic;
-pub use service::Wake;
+pub use service::{ServiceKind, Wake};
 pub use stats::StoreStats;
 pub use store::{
     Cursors, GetRecords, IndexFileEntries, RecordHandle, RecoveryReport, Scanner, Store,

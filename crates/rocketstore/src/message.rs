@@ -1,7 +1,7 @@
 //! Public message types: what a put takes and returns, and what a read returns.
 
 use rocketstore_format::{
-    offset_msg_id, sysflag, HostAddr, MessageVersion, Properties, RecordView,
+    offset_msg_id, sysflag, HostAddr, MessageVersion, Properties, RecordHeader, RecordView,
 };
 
 /// RocketMQ's `PutMessageStatus`. A status, not an error: `FlushDiskTimeout` means the message
@@ -32,6 +32,20 @@ pub enum PutStatus {
 }
 
 impl PutStatus {
+    /// Every status, in declaration order (RocketMQ's `PutMessageStatus` order).
+    pub const ALL: [PutStatus; 10] = [
+        PutStatus::PutOk,
+        PutStatus::FlushDiskTimeout,
+        PutStatus::FlushSlaveTimeout,
+        PutStatus::SlaveNotAvailable,
+        PutStatus::ServiceNotAvailable,
+        PutStatus::CreateMappedFileFailed,
+        PutStatus::MessageIllegal,
+        PutStatus::PropertiesSizeExceeded,
+        PutStatus::OsPageCacheBusy,
+        PutStatus::UnknownError,
+    ];
+
     /// RocketMQ's name (`"PUT_OK"`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -156,38 +170,28 @@ pub struct PutMessage<'a> {
 pub struct StoredMessage {
     /// Topic.
     pub topic: String,
-    /// Queue id.
-    pub queue_id: i32,
-    /// Consume queue offset.
-    pub queue_offset: i64,
-    /// Absolute commit log offset (PHYSICALOFFSET).
-    pub commitlog_offset: i64,
     /// TOTALSIZE.
     pub store_size: i32,
     /// Body bytes.
     pub body: Vec<u8>,
     /// BODYCRC as stored.
     pub body_crc: i32,
-    /// FLAG.
-    pub flag: i32,
-    /// SYSFLAG.
-    pub sys_flag: i32,
-    /// BORNTIMESTAMP (epoch ms).
-    pub born_timestamp: i64,
-    /// BORNHOST.
-    pub born_host: HostAddr,
-    /// STORETIMESTAMP (epoch ms).
-    pub store_timestamp: i64,
-    /// STOREHOST.
-    pub store_host: HostAddr,
-    /// RECONSUMETIMES.
-    pub reconsume_times: i32,
-    /// PREPARED TRANSACTION OFFSET.
-    pub prepared_transaction_offset: i64,
+    /// QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET (the absolute commit log offset), SYSFLAG,
+    /// BORNTIMESTAMP (epoch ms), BORNHOST, STORETIMESTAMP (epoch ms), STOREHOST,
+    /// RECONSUMETIMES and PREPARED TRANSACTION OFFSET; the message dereferences to it.
+    pub header: RecordHeader,
     /// Properties (last value wins for repeated names).
     pub properties: Properties,
     /// Record format version.
     pub version: MessageVersion,
+}
+
+impl std::ops::Deref for StoredMessage {
+    type Target = RecordHeader;
+
+    fn deref(&self) -> &RecordHeader {
+        &self.header
+    }
 }
 
 impl StoredMessage {
@@ -195,46 +199,38 @@ impl StoredMessage {
     pub fn from_view(v: &RecordView<'_>) -> Self {
         Self {
             topic: v.topic.to_string(),
-            queue_id: v.queue_id,
-            queue_offset: v.queue_offset,
-            commitlog_offset: v.physical_offset,
             store_size: v.total_size,
             body: v.body.to_vec(),
             body_crc: v.body_crc,
-            flag: v.flag,
-            sys_flag: v.sys_flag,
-            born_timestamp: v.born_timestamp,
-            born_host: v.born_host,
-            store_timestamp: v.store_timestamp,
-            store_host: v.store_host,
-            reconsume_times: v.reconsume_times,
-            prepared_transaction_offset: v.prepared_transaction_offset,
+            header: v.header,
             properties: v.properties(),
             version: v.version,
         }
     }
 
+    /// The absolute commit log offset (PHYSICALOFFSET).
+    pub fn commitlog_offset(&self) -> i64 {
+        self.header.physical_offset
+    }
+
     /// The `TAGS` property.
     pub fn tags(&self) -> Option<&str> {
-        self.properties.get(rocketstore_format::property::TAGS)
+        self.properties.tags()
     }
 
     /// The `KEYS` property split on spaces.
     pub fn keys(&self) -> Vec<&str> {
-        self.properties
-            .get(rocketstore_format::property::KEYS)
-            .map(|k| k.split(' ').filter(|s| !s.is_empty()).collect())
-            .unwrap_or_default()
+        self.properties.keys_list()
     }
 
     /// The `UNIQ_KEY` property.
     pub fn uniq_key(&self) -> Option<&str> {
-        self.properties.get(rocketstore_format::property::UNIQ_KEY)
+        self.properties.uniq_key()
     }
 
     /// The offset message id.
     pub fn msg_id(&self) -> String {
-        offset_msg_id(&self.store_host, self.commitlog_offset)
+        offset_msg_id(&self.store_host, self.physical_offset)
     }
 
     /// True if the body CRC matches the body.

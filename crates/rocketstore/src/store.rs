@@ -30,7 +30,7 @@ use crate::service::flush::{CommitService, FlushService};
 use crate::service::flush_cq::{CheckpointSource, FlushCqService};
 use crate::service::reput::{reput_end, Dispatcher, ReputService};
 use crate::service::schedule::{ScheduleCore, ScheduleService};
-use crate::service::{spawn, Health, Service, ServiceHandle, Signal, Wake};
+use crate::service::{spawn, Health, Service, ServiceHandle, ServiceKind, Signal, Wake};
 use crate::stats::{StatsCounters, StoreStats};
 use crate::util::{boot_id, lock, now_ms};
 use crate::validate::{prepare, props_capacity, UniqKeyGen};
@@ -854,17 +854,17 @@ impl Store {
     }
 
     /// Runs one pass of a background service by hand (for `background_threads = false`).
-    /// `service` is `"flush"`, `"commit"`, `"reput"`, `"flush-cq"` or `"schedule"` (one pass
-    /// with the wall clock, see [`Store::deliver_delayed_messages`]).
+    /// [`ServiceKind::Cleanup`] also runs with background threads; [`ServiceKind::Schedule`]
+    /// is one pass with the wall clock (see [`Store::deliver_delayed_messages`]).
     ///
     /// # Errors
-    /// Whatever the pass returns; an unknown service is an `InvalidArgument`.
-    pub fn run_service_once(&self, service: &str) -> Result<()> {
+    /// Whatever the pass returns; `InvalidArgument` if the services run on their own threads.
+    pub fn run_service_once(&self, service: ServiceKind) -> Result<()> {
         self.check_open()?;
-        if service == "cleanup" {
+        if service == ServiceKind::Cleanup {
             return self.cleaner.run_pass(Trigger::Scheduled).map(|_| ());
         }
-        if service == "schedule" && lock(&self.manual).is_some() {
+        if service == ServiceKind::Schedule && lock(&self.manual).is_some() {
             return self.deliver_delayed_messages(now_ms()).map(|_| ());
         }
         let mut manual = lock(&self.manual);
@@ -875,16 +875,20 @@ impl Store {
             ));
         };
         match service {
-            "flush" => m.flush.run_once(Wake::Notified),
-            "commit" => m
+            ServiceKind::Flush => m.flush.run_once(Wake::Notified),
+            ServiceKind::Commit => m
                 .commit
                 .as_mut()
                 .map_or(Ok(()), |c| c.run_once(Wake::Notified)),
-            "reput" => m.reput.run_once(Wake::Notified),
-            "flush-cq" => m.flush_cq.run_once(Wake::Notified),
-            other => Err(Error::invalid(
+            ServiceKind::Reput => m.reput.run_once(Wake::Notified),
+            ServiceKind::FlushCq => m.flush_cq.run_once(Wake::Notified),
+            // Handled above (schedule without background threads has no manual set).
+            ServiceKind::Cleanup | ServiceKind::Schedule => Err(Error::invalid(
                 "service",
-                format!("unknown service {other:?}"),
+                format!(
+                    "{} runs only with background_threads = false",
+                    service.name()
+                ),
             )),
         }
     }
@@ -1188,7 +1192,7 @@ impl Store {
             return Ok(r
                 .messages
                 .iter()
-                .filter_map(|m| u64::try_from(m.commitlog_offset).ok())
+                .filter_map(|m| u64::try_from(m.commitlog_offset()).ok())
                 .filter_map(|o| self.log.record_at(o).map(RecordHandle))
                 .collect());
         }

@@ -108,7 +108,7 @@ pub(crate) fn add_tail_hits(
     result: &mut QueryResult,
 ) {
     for phy in tail.lookup(log, topic, key) {
-        if result.messages.iter().any(|m| m.commitlog_offset == phy) {
+        if result.messages.iter().any(|m| m.commitlog_offset() == phy) {
             continue;
         }
         let Some(rec) = u64::try_from(phy).ok().and_then(|p| log.record_at(p)) else {
@@ -122,7 +122,7 @@ pub(crate) fn add_tail_hits(
             result.messages.push(m);
         }
     }
-    result.messages.sort_by_key(|m| m.commitlog_offset);
+    result.messages.sort_by_key(|m| m.commitlog_offset());
     let max_num = max_num.max(1);
     if result.messages.len() > max_num {
         let extra = result.messages.len() - max_num;

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{TimeZone, Timelike};
 use rocketstore::format::IndexHeader;
-use rocketstore::{ConfigValue, Error, GetStatus, PutMessage, PutStatus, Store, StoreConfig};
+use rocketstore::{
+    ConfigValue, Error, GetStatus, PutMessage, PutStatus, ServiceKind, Store, StoreConfig,
+};
 
 const FILE: u64 = 64 * 1024;
 const HOUR_MS: i64 = 3_600_000;
@@ -127,11 +129,11 @@ fn injected_clock_deletes_exactly_the_expired_files() {
 
     // Not the hour of `delete_when`: a scheduled pass deletes nothing.
     store.set_clock(fixed(now));
-    store.run_service_once("cleanup").unwrap();
+    store.run_service_once(ServiceKind::Cleanup).unwrap();
     assert_eq!(store.commitlog_files().len(), 7);
     // The hour of `delete_when`, 12 h later: files 0..=2 and 4 are now older than 24 h.
     store.set_clock(fixed(later));
-    store.run_service_once("cleanup").unwrap();
+    store.run_service_once(ServiceKind::Cleanup).unwrap();
     let left = store.commitlog_files();
     assert_eq!(left, files[3..].to_vec(), "exactly files 0, 1, 2");
     for f in &files[..3] {
@@ -157,7 +159,7 @@ fn injected_clock_deletes_exactly_the_expired_files() {
             .get_message("Clean", qid, first_kept, 8, None, None)
             .unwrap();
         assert_eq!(g.status, GetStatus::Found);
-        assert!(g.messages[0].commitlog_offset as u64 >= min);
+        assert!(g.messages[0].commitlog_offset() as u64 >= min);
     }
     // Consume queue files whose last unit points below the minimum are gone (50 units per file,
     // ~190 messages per queue were deleted).
@@ -200,7 +202,7 @@ fn injected_clock_deletes_exactly_the_expired_files() {
     for f in store.commitlog_files() {
         set_mtime(&f, now - 14 * HOUR_MS);
     }
-    store.run_service_once("cleanup").unwrap();
+    store.run_service_once(ServiceKind::Cleanup).unwrap();
     let left = store.commitlog_files();
     assert_eq!(left, vec![files[6].clone()], "never the last file");
     for qid in 0..2 {
@@ -298,7 +300,7 @@ fn readers_of_deleted_files_get_statuses_not_crashes() {
     // A scanner positioned in the first file.
     let mut scanner = store.scan(0).unwrap();
     let first = scanner.next().unwrap().unwrap();
-    assert_eq!(first.commitlog_offset, 0);
+    assert_eq!(first.commitlog_offset(), 0);
     // Concurrent readers hammer the oldest offsets while cleanup runs.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
@@ -383,7 +385,7 @@ fn injected_disk_full_refuses_puts_until_cleanup() {
         ..Default::default()
     };
     assert_eq!(store.put(&msg).unwrap().status, PutStatus::PutOk);
-    let r = store.run_service_once("cleanup");
+    let r = store.run_service_once(ServiceKind::Cleanup);
     assert!(r.is_ok());
     assert!(store.is_disk_full());
     let err = store.put(&msg).unwrap_err();
@@ -424,7 +426,7 @@ fn disk_ratios_follow_rocketmq() {
     };
     let pass = |pct: u64| {
         usage.store(pct, Ordering::Relaxed);
-        store.run_service_once("cleanup").unwrap();
+        store.run_service_once(ServiceKind::Cleanup).unwrap();
         (store.is_disk_full(), store.commitlog_files().len())
     };
     // Below diskMaxUsedSpaceRatio (75): nothing happens (files are fresh anyway).

@@ -218,19 +218,19 @@ fn check_consistency(store: &Store, label: &str) -> usize {
     let mut records = 0;
     for m in store.scan(0).unwrap().with_crc_check(true) {
         let m = m.unwrap_or_else(|e| panic!("{label}: commit log scan failed: {e}"));
-        assert!(m.crc_ok(), "{label}: CRC at {}", m.commitlog_offset);
+        assert!(m.crc_ok(), "{label}: CRC at {}", m.commitlog_offset());
         per_queue
             .entry((m.topic.clone(), m.queue_id))
             .or_default()
-            .push((m.queue_offset, m.commitlog_offset, m.store_size));
+            .push((m.queue_offset, m.commitlog_offset(), m.store_size));
         let mut keys: Vec<&str> = m.keys();
         keys.extend(m.uniq_key());
         for k in keys {
             let h = index_key_hash(&index_key(&m.topic, k));
             assert!(
-                index.contains(&(h, m.commitlog_offset)),
+                index.contains(&(h, m.commitlog_offset())),
                 "{label}: key {k} of the record at {} is not in the index",
-                m.commitlog_offset
+                m.commitlog_offset()
             );
         }
         records += 1;
@@ -360,7 +360,7 @@ fn verify_after_crash(
             GetStatus::Found,
             "{label}: not in its consume queue"
         );
-        assert_eq!(g.messages[0].commitlog_offset as u64, a.offset);
+        assert_eq!(g.messages[0].commitlog_offset() as u64, a.offset);
     }
     check_consistency(&store, label);
     // Sampled key queries through the index.
@@ -376,7 +376,7 @@ fn verify_after_crash(
         assert!(
             q.messages
                 .iter()
-                .any(|m| m.commitlog_offset as u64 == a.offset),
+                .any(|m| m.commitlog_offset() as u64 == a.offset),
             "{label}: key k{} not found",
             a.seq
         );
@@ -464,7 +464,7 @@ fn run_paused_writer(mode: &str) -> (usize, usize, u64) {
         assert!(
             q.messages
                 .iter()
-                .any(|m| m.commitlog_offset as u64 == offset),
+                .any(|m| m.commitlog_offset() as u64 == offset),
             "{label}: key k{seq} not found"
         );
     }

@@ -106,7 +106,8 @@ fn check(store: &Store, expect: &[(u64, &PutResult)]) {
     assert_eq!(
         records
             .last()
-            .map_or(store.min_commitlog_offset(), |m| m.commitlog_offset as u64
+            .map_or(store.min_commitlog_offset(), |m| m.commitlog_offset()
+                as u64
                 + m.store_size as u64),
         store.max_commitlog_offset()
     );
@@ -126,7 +127,7 @@ fn check(store: &Store, expect: &[(u64, &PutResult)]) {
         per_queue
             .entry((m.topic.clone(), m.queue_id))
             .or_default()
-            .push((m.queue_offset, m.commitlog_offset));
+            .push((m.queue_offset, m.commitlog_offset()));
     }
     for ((topic, qid), offs) in &per_queue {
         let min = store.min_offset_in_queue(topic, *qid);
@@ -144,7 +145,8 @@ fn check(store: &Store, expect: &[(u64, &PutResult)]) {
             let g = store.get_message(topic, *qid, *qo, 1, None, None).unwrap();
             assert_eq!(g.status, GetStatus::Found, "{topic}/{qid} at {qo}");
             assert_eq!(
-                g.messages[0].commitlog_offset, *phy,
+                g.messages[0].commitlog_offset(),
+                *phy,
                 "{topic}/{qid} at {qo}"
             );
         }
@@ -167,7 +169,7 @@ fn check(store: &Store, expect: &[(u64, &PutResult)]) {
         assert!(
             q.messages
                 .iter()
-                .any(|x| x.commitlog_offset == m.commitlog_offset),
+                .any(|x| x.commitlog_offset() == m.commitlog_offset()),
             "key {key} not found through the index"
         );
     }
@@ -714,7 +716,7 @@ fn c8_index_damage_is_detected_and_rebuilt() {
                     .unwrap();
                 for m in &q.messages {
                     assert!(m.keys().contains(&format!("k{i}").as_str()));
-                    assert_eq!(m.commitlog_offset, r.commitlog_offset);
+                    assert_eq!(m.commitlog_offset(), r.commitlog_offset);
                 }
             }
         }
@@ -890,7 +892,7 @@ fn a5_no_record_beyond_a_truncation_point_reappears() {
         let mut offsets: Vec<i64> = store
             .scan(0)
             .unwrap()
-            .map(|m| m.unwrap().commitlog_offset)
+            .map(|m| m.unwrap().commitlog_offset())
             .collect();
         offsets.dedup();
         assert_eq!(offsets.len(), 28);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rocketstore::format::offset_to_file_name;
-use rocketstore::{ConfigValue, PutMessage, PutStatus, Store, StoreConfig};
+use rocketstore::{ConfigValue, PutMessage, PutStatus, ServiceKind, Store, StoreConfig};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -284,7 +284,7 @@ fn readers_see_only_committed_bytes_with_the_pool() {
             .body,
         b"pooled"
     );
-    store.run_service_once("flush").unwrap();
+    store.run_service_once(ServiceKind::Flush).unwrap();
     let c = store.cursors();
     assert_eq!(
         (c.wrote, c.committed, c.flushed),

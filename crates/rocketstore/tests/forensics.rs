@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 
 use common::copy_tree;
 use rocketstore::format::{offset_to_file_name, Checkpoint};
-use rocketstore::{ConfigValue, Error, PutMessage, PutResult, PutStatus, Store, StoreConfig};
+use rocketstore::{
+    ConfigValue, Error, PutMessage, PutResult, PutStatus, ServiceKind, Store, StoreConfig,
+};
 
 const FILE: u64 = 64 * 1024;
 const CQ_UNITS: usize = 50;
@@ -78,7 +80,8 @@ fn check_queue(store: &Store, results: &[PutResult]) {
             .messages;
         assert_eq!(got.len(), 1, "queue offset {i}");
         assert_eq!(
-            got[0].commitlog_offset, r.commitlog_offset,
+            got[0].commitlog_offset(),
+            r.commitlog_offset,
             "queue offset {i}"
         );
         assert_eq!(got[0].body, body_for(i as u64));
@@ -213,7 +216,7 @@ fn quarantine_moves_a_damaged_file_below_the_durable_mark_aside_and_opens() {
             .query_message("F", &format!("k{i}"), 4, 0, i64::MAX)
             .unwrap();
         assert_eq!(hits.messages.len(), 1);
-        assert_eq!(hits.messages[0].commitlog_offset, r.commitlog_offset);
+        assert_eq!(hits.messages[0].commitlog_offset(), r.commitlog_offset);
     }
     assert_eq!(
         store
@@ -253,12 +256,12 @@ fn read_only_after_a_crash_answers_every_key_with_the_index_behind() {
     let store = Store::open(&root, config(&[])).unwrap();
     let mut results = put_range(&store, 0, 150);
     store.flush().unwrap();
-    store.run_service_once("reput").unwrap();
-    store.run_service_once("flush-cq").unwrap();
+    store.run_service_once(ServiceKind::Reput).unwrap();
+    store.run_service_once(ServiceKind::FlushCq).unwrap();
     copy_tree(&root, &early);
     results.extend(put_range(&store, 150, 400));
     store.flush().unwrap();
-    store.run_service_once("reput").unwrap();
+    store.run_service_once(ServiceKind::Reput).unwrap();
     // The crash image: everything of the live store, but the index as it was 250 records ago,
     // and the abort file (the writer never closed).
     let crashed = outer.path().join("crashed");
@@ -282,7 +285,7 @@ fn read_only_after_a_crash_answers_every_key_with_the_index_behind() {
             assert_eq!(
                 hits.messages
                     .iter()
-                    .map(|m| m.commitlog_offset)
+                    .map(|m| m.commitlog_offset())
                     .collect::<Vec<_>>(),
                 [r.commitlog_offset],
                 "k{i} in {}",
@@ -293,7 +296,9 @@ fn read_only_after_a_crash_answers_every_key_with_the_index_behind() {
                 .unwrap();
             assert_eq!(by_uniq.messages.len(), 1);
             assert_eq!(
-                ro.view_message_by_id(&r.msg_id()).unwrap().commitlog_offset,
+                ro.view_message_by_id(&r.msg_id())
+                    .unwrap()
+                    .commitlog_offset(),
                 r.commitlog_offset
             );
         }

@@ -253,16 +253,17 @@ fn check_image(
             g.status,
             GetStatus::Found,
             "{label}: no unit for {}",
-            m.commitlog_offset
+            m.commitlog_offset()
         );
         assert_eq!(
-            g.messages[0].commitlog_offset, m.commitlog_offset,
+            g.messages[0].commitlog_offset(),
+            m.commitlog_offset(),
             "{label}"
         );
         *per_queue.entry((m.topic.clone(), m.queue_id)).or_default() += 1;
         // Every key in full checks; else those recovery re-dispatched and a sample below.
         let sampled =
-            full || m.commitlog_offset as u64 >= r.scan_start_offset || m.queue_offset % 8 == 0;
+            full || m.commitlog_offset() as u64 >= r.scan_start_offset || m.queue_offset % 8 == 0;
         if let Some(key) = m.keys().first().filter(|_| sampled).map(|k| k.to_string()) {
             let q = store
                 .query_message(&m.topic, &key, 32, 0, i64::MAX)
@@ -270,9 +271,9 @@ fn check_image(
             assert!(
                 q.messages
                     .iter()
-                    .any(|x| x.commitlog_offset == m.commitlog_offset),
+                    .any(|x| x.commitlog_offset() == m.commitlog_offset()),
                 "{label}: key {key} of {} not found by query_message",
-                m.commitlog_offset
+                m.commitlog_offset()
             );
         }
     }

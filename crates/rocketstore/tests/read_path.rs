@@ -275,12 +275,12 @@ fn key_queries() {
         .unwrap();
     let q = store.query_message("T", "Aa", 32, 0, i64::MAX).unwrap();
     assert_eq!(q.messages.len(), 1);
-    assert_eq!(q.messages[0].commitlog_offset, a.commitlog_offset);
+    assert_eq!(q.messages[0].commitlog_offset(), a.commitlog_offset);
     let q = store.query_message("T", "BB", 32, 0, i64::MAX).unwrap();
     assert_eq!(q.messages.len(), 1);
-    assert_eq!(q.messages[0].commitlog_offset, b.commitlog_offset);
+    assert_eq!(q.messages[0].commitlog_offset(), b.commitlog_offset);
     let q = store.query_message("T", "shared", 32, 0, i64::MAX).unwrap();
-    let offs: Vec<i64> = q.messages.iter().map(|m| m.commitlog_offset).collect();
+    let offs: Vec<i64> = q.messages.iter().map(|m| m.commitlog_offset()).collect();
     assert_eq!(offs, vec![a.commitlog_offset, b.commitlog_offset]);
     assert_eq!(q.index_last_update_phy_offset, b.commitlog_offset);
     // Another topic's key never matches.
@@ -295,7 +295,7 @@ fn key_queries() {
     let uniq = m.uniq_key().unwrap().to_string();
     let q = store.query_message("T", &uniq, 32, 0, i64::MAX).unwrap();
     assert_eq!(q.messages.len(), 1);
-    assert_eq!(q.messages[0].commitlog_offset, a.commitlog_offset);
+    assert_eq!(q.messages[0].commitlog_offset(), a.commitlog_offset);
     // A window after every store time finds nothing (spec §16 vector 15's last line).
     assert!(store
         .query_message("T", "Aa", 32, a.store_timestamp + 1, i64::MAX)
@@ -319,7 +319,7 @@ fn key_queries() {
     let res = store.put_batch(&msgs).unwrap();
     assert!(store.index_files().len() >= 2);
     let q = store.query_message("D", "dup", 32, 0, i64::MAX).unwrap();
-    let offs: Vec<i64> = q.messages.iter().map(|m| m.commitlog_offset).collect();
+    let offs: Vec<i64> = q.messages.iter().map(|m| m.commitlog_offset()).collect();
     let newest: Vec<i64> = res[2500 - 32..]
         .iter()
         .map(|r| r.commitlog_offset)
@@ -455,7 +455,7 @@ fn read_only_serves_the_same_answers() {
         want_q
     );
     assert_eq!(
-        want_q.messages[0].commitlog_offset,
+        want_q.messages[0].commitlog_offset(),
         puts[123].commitlog_offset
     );
     let m = ro.view_message_by_id(&puts[7].msg_id()).unwrap();
@@ -486,7 +486,7 @@ fn read_only_infers_the_index_geometry() {
     let ro = Store::open_read_only(dir.path(), defaults).unwrap();
     let q = ro.query_message("T", "k321", 32, 0, i64::MAX).unwrap();
     assert_eq!(q.messages.len(), 1);
-    assert_eq!(q.messages[0].commitlog_offset, puts[321].commitlog_offset);
+    assert_eq!(q.messages[0].commitlog_offset(), puts[321].commitlog_offset);
     ro.close().unwrap();
 }
 

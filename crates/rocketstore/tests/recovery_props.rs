@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use rocketstore::format::{offset_to_file_name, Checkpoint};
 
 use common::copy_tree;
-use rocketstore::{ConfigValue, GetStatus, PutMessage, PutStatus, Store, StoreConfig};
+use rocketstore::{ConfigValue, GetStatus, PutMessage, PutStatus, ServiceKind, Store, StoreConfig};
 
 const FILE: u64 = 16 * 1024;
 const TOPICS: [&str; 2] = ["PropA", "PropB"];
@@ -91,7 +91,7 @@ fn check(store: &Store, model: &[Msg]) {
     let got: Vec<_> = store.scan(0).unwrap().map(|m| m.unwrap()).collect();
     assert_eq!(got.len(), model.len(), "record count");
     for (m, want) in got.iter().zip(model) {
-        assert_eq!(m.commitlog_offset as u64, want.offset);
+        assert_eq!(m.commitlog_offset() as u64, want.offset);
         assert_eq!(m.body, want.body);
         assert_eq!(
             (m.topic.as_str(), m.queue_id),
@@ -112,7 +112,7 @@ fn check(store: &Store, model: &[Msg]) {
                 .get_message(TOPICS[*t], *q, m.queue_offset, 1, None, None)
                 .unwrap();
             assert_eq!(g.status, GetStatus::Found, "{t}/{q} at {}", m.queue_offset);
-            assert_eq!(g.messages[0].commitlog_offset as u64, m.offset);
+            assert_eq!(g.messages[0].commitlog_offset() as u64, m.offset);
         }
     }
     for m in model.iter().rev().take(8) {
@@ -122,7 +122,7 @@ fn check(store: &Store, model: &[Msg]) {
         assert!(
             q.messages
                 .iter()
-                .any(|x| x.commitlog_offset as u64 == m.offset),
+                .any(|x| x.commitlog_offset() as u64 == m.offset),
             "key {} not indexed",
             m.key
         );
@@ -206,7 +206,7 @@ impl World {
             }
             Op::Flush => {
                 self.store().flush().unwrap();
-                self.store().run_service_once("flush-cq").unwrap();
+                self.store().run_service_once(ServiceKind::FlushCq).unwrap();
             }
             Op::Reopen => {
                 self.store.take().unwrap().close().unwrap();

@@ -173,7 +173,7 @@ fn a_due_message_is_redelivered_to_its_real_topic() {
     assert_eq!(m.sys_flag, original.sys_flag);
     assert_eq!(m.prepared_transaction_offset, 0);
     assert!(m.store_timestamp >= original.store_timestamp);
-    assert!(m.commitlog_offset > original.commitlog_offset);
+    assert!(m.commitlog_offset() > original.commitlog_offset());
     assert_eq!(m.uniq_key(), original.uniq_key());
     assert_eq!(m.tags(), Some("TagA"));
     assert_eq!(m.keys(), vec!["order-1", "customer-9"]);
@@ -199,25 +199,28 @@ fn a_due_message_is_redelivered_to_its_real_topic() {
         expect.extend_from_slice(pairs[i].1.as_bytes());
         expect.push(2);
     }
-    let raw = raw_properties(&store, m.commitlog_offset);
+    let raw = raw_properties(&store, m.commitlog_offset());
     assert_eq!(&raw[..expect.len()], &expect[..]);
     assert_eq!(&raw[expect.len()..expect.len() + 9], b"__CRC32#\x01");
     assert_eq!(raw.len(), expect.len() + 20);
 
     let u = cq_unit(dir.path(), "Orders", 3, 0);
     assert_eq!(u.tags_code, tags_code(Some("TagA")));
-    assert_eq!(u.phy_offset, m.commitlog_offset);
+    assert_eq!(u.phy_offset, m.commitlog_offset());
 
     let q = store
         .query_message("Orders", "customer-9", 32, 0, i64::MAX)
         .unwrap();
     assert_eq!(q.messages.len(), 1);
-    assert_eq!(q.messages[0].commitlog_offset, m.commitlog_offset);
+    assert_eq!(q.messages[0].commitlog_offset(), m.commitlog_offset());
     let q = store
         .query_message(SCHEDULE_TOPIC, "order-1", 32, 0, i64::MAX)
         .unwrap();
     assert_eq!(q.messages.len(), 1);
-    assert_eq!(q.messages[0].commitlog_offset, original.commitlog_offset);
+    assert_eq!(
+        q.messages[0].commitlog_offset(),
+        original.commitlog_offset()
+    );
 
     let s = store.stats();
     assert_eq!(s.schedule_delivered, 1);

@@ -35,6 +35,39 @@ pub enum Wake {
     Stop,
 }
 
+/// A background service that [`Store::run_service_once`](crate::Store::run_service_once) can
+/// run by hand (with `background_threads = false`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ServiceKind {
+    /// Flush the commit log (RocketMQ `FlushRealTimeService` / `GroupCommitService`).
+    Flush,
+    /// Commit the transient write buffer into the file (`CommitRealTimeService`).
+    Commit,
+    /// Dispatch new records to the consume queues and index (`ReputMessageService`).
+    Reput,
+    /// Flush the consume queues and index and write the checkpoint (`FlushConsumeQueueService`).
+    FlushCq,
+    /// Delete expired files (`CleanCommitLogService`, `CleanConsumeQueueService`).
+    Cleanup,
+    /// Deliver due delayed messages (`ScheduleMessageService`), with the wall clock.
+    Schedule,
+}
+
+impl ServiceKind {
+    /// The service's name, as its thread is named (`"flush-cq"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ServiceKind::Flush => "flush",
+            ServiceKind::Commit => "commit",
+            ServiceKind::Reput => "reput",
+            ServiceKind::FlushCq => "flush-cq",
+            ServiceKind::Cleanup => "cleanup",
+            ServiceKind::Schedule => "schedule",
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct SignalState {
     notified: bool,
