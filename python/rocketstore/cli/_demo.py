@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import rocketstore
+from rocketstore._stores import is_store
 from rocketstore.cli._progress import Progress
 
 __all__ = ["demo_geometry", "demo_local", "demo_table"]
@@ -79,7 +80,7 @@ def _remove_store(path: Path) -> None:
     """Deletes a previous demo store; refuses to delete anything that does not look like one."""
     if not path.exists():
         return
-    if path.is_dir() and (not any(path.iterdir()) or (path / "commitlog").is_dir()):
+    if path.is_dir() and (not any(path.iterdir()) or is_store(path)):
         shutil.rmtree(path)
         return
     raise SystemExit(

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore._stores import MANIFEST, is_store
 from rocketstore.cli._demo import demo_geometry
 from rocketstore.cli._progress import SparkProgress
 from rocketstore.spark._demo import demo_messages
@@ -217,18 +218,14 @@ def _store_config(items: list[str]) -> dict[str, int | bool | str]:
     return config
 
 
-def _is_plain_store(path: Path) -> bool:
-    return (path / "commitlog").is_dir()
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     """``rocketstore demo``: generate, ingest into N stores, verify against the source."""
     root = Path(args.store)
     show = not args.quiet
-    if _is_plain_store(root):  # a store from the non-Spark demo: replace it
+    if is_store(root):  # a store from the non-Spark demo: replace it
         shutil.rmtree(root)
     elif root.exists() and not (
-        root.is_dir() and (not any(root.iterdir()) or (root / "_SUCCESS").is_file())
+        root.is_dir() and (not any(root.iterdir()) or (root / MANIFEST).is_file())
     ):
         raise SystemExit(
             f"rocketstore demo: {root} exists and is not a demo store directory (no "

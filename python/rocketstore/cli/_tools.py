@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import rocketstore
-from rocketstore._stores import find_stores, read_manifest
+from rocketstore._stores import find_stores, is_store, read_manifest
 
 __all__ = [
     "cmd_bench",
@@ -196,7 +196,7 @@ def _print_root(info: dict[str, Any]) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     config = parse_config(args.config)
     root = Path(args.root)
-    if root.is_dir() and not (root / "commitlog").is_dir() and find_stores(root):
+    if root.is_dir() and not is_store(root) and find_stores(root):
         root_info = inspect_root(args.root, **config)
         if args.json:
             json.dump(root_info, sys.stdout, indent=2)
