@@ -1777,7 +1777,7 @@ mod transient_pool_tests {
             m.commit = commit;
             m.commit.as_mut().unwrap().commit_pass(0).unwrap();
         }
-        store.run_service_once("reput").unwrap();
+        store.run_service_once(ServiceKind::Reput).unwrap();
         assert_eq!(store.max_offset_in_queue("PoolTopic", 0), n);
         // Every message is read back, in order, from the consume queue.
         let mut offset = 0i64;
