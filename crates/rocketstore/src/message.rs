@@ -308,3 +308,28 @@ pub struct QueryResult {
     /// endPhyOffset of the newest index file.
     pub index_last_update_phy_offset: i64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PutStatus;
+
+    #[test]
+    fn put_status_all_lists_every_status_once_in_declaration_order() {
+        for (i, s) in PutStatus::ALL.iter().enumerate() {
+            // Exhaustive: a new status fails to compile here until it is placed in ALL.
+            let position = match s {
+                PutStatus::PutOk => 0,
+                PutStatus::FlushDiskTimeout => 1,
+                PutStatus::FlushSlaveTimeout => 2,
+                PutStatus::SlaveNotAvailable => 3,
+                PutStatus::ServiceNotAvailable => 4,
+                PutStatus::CreateMappedFileFailed => 5,
+                PutStatus::MessageIllegal => 6,
+                PutStatus::PropertiesSizeExceeded => 7,
+                PutStatus::OsPageCacheBusy => 8,
+                PutStatus::UnknownError => 9,
+            };
+            assert_eq!(position, i, "{}", s.as_str());
+        }
+    }
+}
