@@ -11,6 +11,8 @@
 //!   what `read_arrow` fills its columns from), each body touched.
 //! * `index/query_message`: `Store::query_message` of one key (hash slot, index chain, commit log
 //!   record, owned decode), keys in a scrambled order. Throughput in lookups.
+//! * `index/query_message_records`: the same lookups returning `RecordHandle`s, each viewed in
+//!   place (what the Python binding's `query_message` builds its messages from).
 //!
 //! Criterion measures wall time. After each group, a `[rocketstore] cpu ...` line reports the
 //! same loop run for two seconds with the process CPU time (every thread, from
@@ -230,11 +232,30 @@ fn read(c: &mut Criterion) {
             black_box(r.messages);
         });
     });
+    g.bench_function("query_message_records", |b| {
+        b.iter(|| {
+            let k = &keys[i % N];
+            i += 1;
+            let r = store
+                .query_message_records(TOPIC, k, 1, 0, i64::MAX)
+                .unwrap();
+            debug_assert_eq!(r.len(), 1);
+            black_box(r.first().and_then(|h| h.view()).map(|v| v.body.len()));
+        });
+    });
     g.finish();
     cpu_figure("index/query_message", 1, || {
         let k = &keys[i % N];
         i += 1;
         black_box(store.query_message(TOPIC, k, 1, 0, i64::MAX).unwrap());
+    });
+    cpu_figure("index/query_message_records", 1, || {
+        let k = &keys[i % N];
+        i += 1;
+        let r = store
+            .query_message_records(TOPIC, k, 1, 0, i64::MAX)
+            .unwrap();
+        black_box(r.first().and_then(|h| h.view()).map(|v| v.body.len()));
     });
     store.close().unwrap();
 }

@@ -525,7 +525,12 @@ pub(crate) fn read_queue(
     check_crc: bool,
     tags: Option<&str>,
 ) -> rocketstore::Result<(MessageColumns, i64)> {
-    let mut cols = MessageColumns::new(max);
+    // Reserve for the rows the queue can hold from `from`, not for `max`: a queue's last call
+    // is often short (or empty), and every reserved column is a fresh allocation.
+    let left = end
+        .min(store.max_offset_in_queue(topic, queue_id))
+        .saturating_sub(from.max(store.min_offset_in_queue(topic, queue_id)));
+    let mut cols = MessageColumns::new(max.min(usize::try_from(left).unwrap_or(0)));
     let next =
         store.visit_queue_records(topic, queue_id, from, end, max, check_crc, tags, |v| {
             cols.push(v)

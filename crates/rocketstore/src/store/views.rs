@@ -84,17 +84,17 @@ fn offset_after(f: &MappedFile) -> u64 {
 
 /// Decodes the record `r` (at absolute `offset`) as a view, checking its CRCs if asked.
 fn view_of(
-    r: &RecordRef,
+    bytes: &[u8],
+    offset: u64,
     path: impl FnOnce() -> PathBuf,
     check_crc: bool,
 ) -> Result<RecordView<'_>> {
-    let offset = r.offset();
     let opts = DecodeOptions {
         check_crc: false,
         expected_physical_offset: Some(offset as i64),
         ..DecodeOptions::default()
     };
-    match decode_record(r.bytes(), &opts) {
+    match decode_record(bytes, &opts) {
         Ok(Decoded::Message(v)) => {
             if !check_crc || crc_ok(&v) {
                 Ok(v)
@@ -259,6 +259,9 @@ impl Store {
         let end = end.min(cq.max_offset());
         let mut next = from.max(cq.min_offset());
         let mut taken = 0usize;
+        // The commit log file is looked up (a lock and a reference count shared with every
+        // other thread) when a unit points outside the current one, not once per unit.
+        let mut file: Option<std::sync::Arc<MappedFile>> = None;
         while next < end && taken < max {
             let want = usize::try_from(end - next).unwrap_or(usize::MAX);
             let mut units = cq
@@ -285,12 +288,24 @@ impl Store {
                     continue;
                 }
                 let phy = unit.phy_offset as u64;
-                let Some(r) = self.log.record_at_sized(phy, unit.size as usize) else {
-                    // Deleted already (or not readable yet): skip, like MESSAGE_WAS_REMOVING.
+                let lf = match file.take() {
+                    Some(lf) if phy >= lf.from() && phy < offset_after(&lf) => lf,
+                    _ => match self.log.queue().find(phy) {
+                        Some(lf) => lf,
+                        None => {
+                            // Deleted already: skip, like MESSAGE_WAS_REMOVING.
+                            next = queue_offset + 1;
+                            continue;
+                        }
+                    },
+                };
+                let lf = &**file.insert(lf);
+                let Some(bytes) = lf.slice((phy - lf.from()) as usize, unit.size as usize) else {
+                    // Not readable (yet): skip, like MESSAGE_WAS_REMOVING.
                     next = queue_offset + 1;
                     continue;
                 };
-                let v = view_of(&r, || self.log_file_path(phy), check_crc)?;
+                let v = view_of(bytes, phy, || self.log_file_path(phy), check_crc)?;
                 if !sub.is_all() {
                     let tags = raw_property(v.properties_raw, rocketstore_format::property::TAGS)
                         .and_then(|t| std::str::from_utf8(t).ok());
