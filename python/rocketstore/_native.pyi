@@ -544,6 +544,10 @@ class StoreReport:
     @property
     def queues(self) -> list[tuple[str, int, int, int, int]]:
         """``(topic, queue_id, messages, min_offset, max_offset)`` per queue."""
+    @property
+    def message_digests(self) -> list[tuple[str, int, int, int]]:
+        """``(topic, queue_id, messages, sum of message digests)`` per queue (the sums are 0
+        unless ``verify_store`` was given ``message_digest``)."""
 
 def verify_store(
     path: str | os.PathLike[str],
@@ -551,6 +555,7 @@ def verify_store(
     name: str | None = None,
     manifest_entry: Mapping[str, Any] | None = None,
     sample_keys: int | None = None,
+    message_digest: bool | None = None,
     **config: _ConfigValue,
 ) -> StoreReport:
     """Verifies one store, opened read-only, in one native call (CRC, framing, consume queue

@@ -310,6 +310,7 @@ pub(crate) struct PyStoreReport {
     max_offset: u64,
     body_digest: u128,
     queues: Vec<(String, i32, u64, i64, i64)>,
+    message_digests: Vec<(String, i32, u64, u128)>,
 }
 
 #[pymethods]
@@ -346,6 +347,11 @@ impl From<StoreReport> for PyStoreReport {
             min_offset: r.min_offset,
             max_offset: r.max_offset,
             body_digest: r.body_digest,
+            message_digests: r
+                .queues
+                .iter()
+                .map(|q| (q.topic.clone(), q.queue_id, q.messages, q.message_digest))
+                .collect(),
             queues: r
                 .queues
                 .into_iter()
@@ -389,9 +395,11 @@ fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
 
 /// Verifies one store, opened read-only: every record's CRC and framing, every consume queue
 /// unit against its record, gap-free queues, every key through the index (or `sample_keys`
-/// keyed records) and, given its `_SUCCESS` entry, the manifest's counts and body digest. One
-/// native call with the interpreter released; it never raises for damage (that is in the
-/// report), only for bad arguments.
+/// keyed records) and, given its `_SUCCESS` entry, the manifest's counts and body digest. With
+/// `message_digest` (True: queue ids included, False: not), `message_digests` also sums each
+/// record's `bulk::message_digest` per queue for the comparison with a source. One native call
+/// with the interpreter released; it never raises for damage (that is in the report), only for
+/// bad arguments.
 ///
 /// Example:
 ///
@@ -400,13 +408,14 @@ fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
 /// assert report.ok, [c.examples for c in report.checks if not c.passed]
 /// ```
 #[pyfunction]
-#[pyo3(signature = (path, *, name=None, manifest_entry=None, sample_keys=None, **config))]
+#[pyo3(signature = (path, *, name=None, manifest_entry=None, sample_keys=None, message_digest=None, **config))]
 pub(crate) fn verify_store(
     py: Python<'_>,
     path: PathBuf,
     name: Option<String>,
     manifest_entry: Option<&Bound<'_, PyDict>>,
     sample_keys: Option<usize>,
+    message_digest: Option<bool>,
     config: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyStoreReport> {
     let config = config_from_kwargs(py, config)?;
@@ -414,6 +423,7 @@ pub(crate) fn verify_store(
         name,
         manifest: manifest_entry.map(self::manifest_entry),
         sample_keys,
+        message_digest,
     };
     let report = py.detach(move || rocketstore::verify_store(&path, config, &opts));
     Ok(report.into())

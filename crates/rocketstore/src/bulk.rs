@@ -57,6 +57,45 @@ pub fn body_digest<'a>(bodies: impl IntoIterator<Item = Option<&'a [u8]>>) -> u1
         .sum()
 }
 
+/// The digest of one message as the verifier's comparison with a source sees it: the first
+/// 60 bits of `SHA-256(topic 0 [queue_id 0] keys 0 tags 0 sha256_hex(body))` (`0` a zero
+/// byte, `queue_id` in decimal and only when `queue_id` is given, an absent key list or tag
+/// as no bytes). Spark SQL computes the same value from a source row as
+/// `conv(substr(sha2(concat(topic, '\0', cast(queue_id as string), '\0', coalesce(keys, ''),
+/// '\0', coalesce(tags, ''), '\0', sha2(body, 256)), 256), 1, 15), 16, 10)`, so summing it per
+/// queue on both sides compares the stored messages with the source without a join.
+///
+/// ```
+/// use rocketstore::bulk::{digest_of, message_digest, sha256_hex};
+/// let mut text = b"T\x003\x00k1 k2\x00TagA\x00".to_vec();
+/// text.extend_from_slice(&sha256_hex(b"hello"));
+/// assert_eq!(message_digest(b"T", Some(3), b"k1 k2", b"TagA", b"hello"), digest_of(&text));
+/// ```
+pub fn message_digest(
+    topic: &[u8],
+    queue_id: Option<i32>,
+    keys: &[u8],
+    tags: &[u8],
+    body: &[u8],
+) -> u64 {
+    let mut h = Sha256::new();
+    h.update(topic);
+    h.update([0u8]);
+    if let Some(q) = queue_id {
+        h.update(q.to_string().as_bytes());
+        h.update([0u8]);
+    }
+    h.update(keys);
+    h.update([0u8]);
+    h.update(tags);
+    h.update([0u8]);
+    h.update(sha256_hex(body));
+    let hash = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash[..8]);
+    u64::from_be_bytes(first) >> 4
+}
+
 /// How [`QueueChooser`] picks the queue of a message without one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueSelector {

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use rocketstore_format::{property, sysflag, tags_code, RecordView, SCHEDULE_TOPIC};
 
-use crate::bulk::digest_of;
+use crate::bulk::{digest_of, message_digest};
 use crate::config::StoreConfig;
 use crate::dispatch::raw_property;
 use crate::error::{CorruptionKind, Error};
@@ -118,6 +118,10 @@ pub struct VerifyOptions {
     pub manifest: Option<ManifestEntry>,
     /// Look up the keys of at most this many keyed records (evenly spread); all without.
     pub sample_keys: Option<usize>,
+    /// Also sum [`crate::bulk::message_digest`] per queue into
+    /// [`QueueSummary::message_digest`], with (`Some(true)`) or without (`Some(false)`) the
+    /// queue id in each message's digest, for a comparison with the source of the messages.
+    pub message_digest: Option<bool>,
 }
 
 /// One queue of a verified store.
@@ -133,6 +137,9 @@ pub struct QueueSummary {
     pub min_offset: i64,
     /// The consume queue's max offset (next offset to write).
     pub max_offset: i64,
+    /// The sum of [`crate::bulk::message_digest`] over the queue's records (0 unless
+    /// [`VerifyOptions::message_digest`] asked for it).
+    pub message_digest: u128,
 }
 
 /// The result of [`verify_store`].
@@ -205,6 +212,9 @@ struct Scan {
     digest: u128,
     bad_crc: std::collections::HashSet<u64>,
     end: u64,
+    /// `Some(with queue id)`: sum message digests per (topic, queue) into `sums`.
+    message_digest: Option<bool>,
+    sums: HashMap<(u32, i32), u128>,
 }
 
 impl Scan {
@@ -233,6 +243,13 @@ impl Scan {
             tags_code: tags_code(tags),
         });
         self.digest += u128::from(digest_of(v.body));
+        if let Some(with_queue) = self.message_digest {
+            let keys = raw_property(props, property::KEYS).unwrap_or_default();
+            let tags = raw_property(props, property::TAGS).unwrap_or_default();
+            let queue = with_queue.then_some(v.queue_id);
+            let d = message_digest(v.topic.as_bytes(), queue, keys, tags, v.body);
+            *self.sums.entry((topic, v.queue_id)).or_default() += u128::from(d);
+        }
         let rollback = v.sys_flag & sysflag::TRANSACTION_MASK == sysflag::TRANSACTION_ROLLBACK_TYPE;
         if rollback {
             return; // never indexed (spec 6.3)
@@ -363,7 +380,16 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
     report.min_offset = lo;
     report.max_offset = hi;
 
-    let scan = scan(&store, &label, lo, hi, file_size, crc, framing);
+    let scan = scan(
+        &store,
+        &label,
+        lo,
+        hi,
+        file_size,
+        crc,
+        framing,
+        opts.message_digest,
+    );
     check_framing(&store, &label, &scan, lo, hi, file_size, framing);
     let queues = store.consume_queues();
     let units = read_units(&store, &scan, &queues, &label, gap);
@@ -407,6 +433,11 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
         .iter()
         .map(|(t, q, lo, hi)| ((t.clone(), *q), (*lo, *hi)))
         .collect();
+    let sums: BTreeMap<(String, i32), u128> = scan
+        .sums
+        .iter()
+        .map(|(&(t, q), &d)| ((scan.topics[t as usize].clone(), q), d))
+        .collect();
     let mut keys: Vec<&(String, i32)> = per_queue.keys().chain(limits.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -420,6 +451,7 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
                 messages: per_queue.get(k).copied().unwrap_or(0),
                 min_offset,
                 max_offset,
+                message_digest: sums.get(k).copied().unwrap_or(0),
             }
         })
         .collect();
@@ -429,6 +461,7 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
 }
 
 /// Reads every record from `lo` to `hi` with CRC checks; a bad record is counted and kept.
+#[allow(clippy::too_many_arguments)]
 fn scan(
     store: &Store,
     label: &str,
@@ -437,8 +470,12 @@ fn scan(
     file_size: u64,
     crc: &mut Check,
     framing: &mut Check,
+    message_digest: Option<bool>,
 ) -> Scan {
-    let mut s = Scan::default();
+    let mut s = Scan {
+        message_digest,
+        ..Scan::default()
+    };
     let next_file = |o: u64| o.checked_div(file_size).map_or(hi, |n| (n + 1) * file_size);
     let mut off = lo;
     while off < hi {

@@ -240,12 +240,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     file_size = args.file_size or 64 * 1024 * 1024
     geometry = demo_geometry(n, args.stores)  # small index and consume queue files
     with session(args.master, "rocketstore-demo", conf=args.conf) as spark:
-        df = demo_messages(spark, n, queues=args.queues)
+        # Generated one partition per store (whole queues), so the ingest needs no shuffle.
+        df = demo_messages(spark, n, queues=args.queues, stores=args.stores)
         with SparkProgress(spark, "ingest", enabled=show):
             summary = ingest(
                 df,
                 root,
                 stores=args.stores,
+                partitioned=True,
                 mode="overwrite",
                 mapped_file_size_commit_log=file_size,
                 **geometry,
@@ -274,6 +276,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """``rocketstore ingest``: a Parquet/JSON/CSV input into N stores."""
     t0 = time.perf_counter()
+    options: dict[str, Any] = _options(args.option)  # writer options, as strings
     with session(args.master, "rocketstore-ingest", conf=args.conf) as spark:
         df = read_input(spark, args.input, args.format)
         with SparkProgress(spark, "ingest", enabled=not args.quiet):
@@ -283,7 +286,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 stores=args.stores,
                 mode=args.mode,
                 order_by=args.order_by,
-                **_options(args.option),
+                **options,
             )
     _print_ingest(summary)
     print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +20,10 @@ DEMO_TOPICS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
 )
 
 
+#: The demo bodies' filler: 4,480 hex digits (SHA-256 of "0", "1", ...), sliced per row.
+_DEMO_PAD = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(70))
+
+
 def demo_messages(
     spark: SparkSession,
     n: int = 1_000_000,
@@ -27,6 +32,7 @@ def demo_messages(
     body_size: int | None = None,
     partitions: int | None = None,
     start_ms: int = 1_700_000_000_000,
+    stores: int | None = None,
 ) -> DataFrame:
     """``n`` realistic messages as a DataFrame with ``put``'s columns, built by Spark itself.
 
@@ -39,6 +45,10 @@ def demo_messages(
     the row id (Spark's ``hash``), so the DataFrame is the same each time it is computed:
     it can be ingested and then passed to :func:`verify` as ``expected``.
 
+    With ``stores``, the rows come as ``stores`` partitions (ids in ranges), and each row's
+    queue is one of those of its partition (queue ``q`` in partition ``q mod stores``), so
+    ``ingest(df, root, partitioned=True)`` writes one store per partition without a shuffle.
+
     Example::
 
         df = demo_messages(spark, 100_000)
@@ -46,11 +56,23 @@ def demo_messages(
     """
     from pyspark.sql import functions as F
 
+    if stores is not None:
+        partitions = stores
     ids = spark.range(0, n, 1, partitions) if partitions else spark.range(0, n)
     idc = F.col("id")
 
     def h(salt: int, mod: int) -> Column:
         return F.pmod(F.hash(idc, F.lit(salt)), F.lit(mod))
+
+    queue = h(4, queues)
+    if stores is not None:
+        # spark.range puts id in partition p = ceil((id + 1) * stores / n) - 1; its queues
+        # are p, p + stores, ... (below `queues`), or p mod queues if there are fewer queues.
+        part = F.floor(((idc + F.lit(1)) * F.lit(stores) - F.lit(1)) / F.lit(max(n, 1)))
+        own = F.ceil((F.lit(queues) - part) / F.lit(stores))
+        queue = F.when(
+            part < F.lit(queues), part + F.lit(stores) * F.pmod(F.hash(idc, F.lit(4)), own)
+        ).otherwise(F.pmod(part, F.lit(queues)))
 
     pick = h(1, 100)
     topic_idx: Column = F.lit(len(DEMO_TOPICS) - 1)
@@ -95,10 +117,8 @@ def demo_messages(
             .otherwise(F.lit(1000) + h(6, 3000))
         )
         frame = ids.withColumn("pad_len", pad_len)
-        payload = F.expr(
-            "substring(repeat(sha2(cast(id as string), 256), "
-            "cast(ceil(pad_len / 64.0) as int)), 1, pad_len)"
-        )
+        # A slice of a fixed hex text at a per-row offset (no hashing per row in the JVM).
+        payload = F.lit(_DEMO_PAD).substr(h(13, 256) + F.lit(1), F.col("pad_len"))
         body = F.concat(
             F.lit('{"id":'),
             sid,
@@ -107,7 +127,11 @@ def demo_messages(
             F.lit('","user":"'),
             user,
             F.lit('","amount":'),
-            F.format_number(h(7, 100_000) / F.lit(100.0), 2),
+            F.concat(  # cents as "123.45" (format_number is slow)
+                F.floor(h(7, 100_000) / F.lit(100)).cast("string"),
+                F.lit("."),
+                F.lpad((h(7, 100_000) % F.lit(100)).cast("string"), 2, "0"),
+            ),
             F.lit(',"ts":'),
             ts_ms.cast("string"),
             F.lit(',"payload":"'),
@@ -138,7 +162,7 @@ def demo_messages(
     )
     return frame.select(
         topic.alias("topic"),
-        h(4, queues).cast("int").alias("queue_id"),
+        queue.cast("int").alias("queue_id"),
         tags.alias("tags"),
         keys.alias("keys"),
         body.cast("binary").alias("body"),

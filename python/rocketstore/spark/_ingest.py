@@ -95,6 +95,7 @@ def ingest(
     stores: int = 4,
     mode: str = "append",
     order_by: str | Sequence[str] | None = None,
+    partitioned: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
     """Writes ``df`` into ``stores`` new stores under ``root`` through the data source.
@@ -105,7 +106,10 @@ def ingest(
     with a ``queue_id`` are routed by topic and queue, so a queue lands in one store; rows
     without one are routed by their keys. ``order_by`` sorts rows within each store (for
     example by ``born_timestamp``) before they are appended; otherwise the order within a
-    queue is the order the shuffle delivers.
+    queue is the order the shuffle delivers. ``partitioned=True`` skips the repartition (no
+    shuffle): each Spark partition of ``df`` becomes one store as it is, for a DataFrame
+    already laid out one partition per store with whole queues (as
+    ``demo_messages(..., stores=N)`` makes it); ``stores`` is then not used.
 
     ``mode`` is ``"append"`` (add stores next to existing ones) or ``"overwrite"`` (replace
     every store under ``root``). ``options`` go to the writer: ``queueSelector``,
@@ -128,12 +132,15 @@ def ingest(
     ensure_registered(df.sparkSession)
     from pyspark.sql import functions as F
 
-    route = _route(df, stores)
-    keys = _partition_keys(stores)
-    # Spark hash-partitions on pmod(hash(key), stores); keys[p] lands in partition p, so
-    # store index p maps to partition p exactly (no two stores share a task).
-    target = F.element_at(F.array(*[F.lit(k) for k in keys]), route + F.lit(1))
-    parts = df.repartition(stores, target)
+    if partitioned:
+        parts = df
+    else:
+        route = _route(df, stores)
+        keys = _partition_keys(stores)
+        # Spark hash-partitions on pmod(hash(key), stores); keys[p] lands in partition p, so
+        # store index p maps to partition p exactly (no two stores share a task).
+        target = F.element_at(F.array(*[F.lit(k) for k in keys]), route + F.lit(1))
+        parts = df.repartition(stores, target)
     if order_by:
         parts = parts.sortWithinPartitions(
             *([order_by] if isinstance(order_by, str) else list(order_by))

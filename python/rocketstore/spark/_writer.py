@@ -298,6 +298,18 @@ def _prepare(
 # --------------------------------------------------------------------------------------
 
 
+def _bad_statuses(results: pa.RecordBatch) -> list[str]:
+    """The distinct statuses of a ``put_batch`` result that are not an accepted ``PUT_OK``.
+
+    ``pyarrow.compute.unique`` over the (dictionary) column: a per-row ``to_pylist`` here cost
+    more than the append itself.
+    """
+    import pyarrow.compute as pc
+
+    found = pc.unique(results.column("status")).to_pylist()
+    return [str(s) for s in found if s not in _ACCEPTED_STATUSES]
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -453,11 +465,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
                         "nothing of this task is published"
                     )
                     raise
-                bad = [
-                    s
-                    for s in set(results.column("status").to_pylist())
-                    if s not in _ACCEPTED_STATUSES
-                ]
+                bad = _bad_statuses(results)
                 if bad:
                     raise OSError(
                         f"rocketstore writer: put_batch returned {bad} for rows {row}.. of "

@@ -14,8 +14,10 @@ open of the store (the interpreter released; no per-record Python):
 * ``manifest``: the ``_SUCCESS`` manifest's counts, bytes, offsets, per-queue counts and body
   digest match what is on disk;
 * ``source`` (``verify`` given ``expected``): the stored messages equal the source DataFrame,
-  compared both ways with multiplicity on topic, queue (if the source has ``queue_id``), keys,
-  tags and the SHA-256 of the body.
+  with multiplicity, on topic, queue (if the source has ``queue_id``), keys, tags and body:
+  per queue, the count and the sum of a SHA-256 digest of each message (the stores' side
+  summed by the native checks in the same pass, the source's by one Spark aggregation, no
+  join); if they differ, a row-by-row comparison (a Spark join) names the differing rows.
 
 Example::
 
@@ -92,6 +94,7 @@ def verify_store(
     manifest_entry: Mapping[str, Any] | None = None,
     sample_keys: int | None = None,
     config: Mapping[str, Any] | None = None,
+    message_digest: bool | None = None,
 ) -> tuple[dict[str, Check], dict[str, Any]]:
     """Runs the per-store checks on one store (opened read-only); no Spark needed.
 
@@ -103,7 +106,9 @@ def verify_store(
     lists). ``manifest_entry`` is this store's entry in the ``_SUCCESS`` manifest (the check
     is skipped without one; its ``config`` is applied when the store is opened, under
     ``config``); ``sample_keys`` limits the index lookups to that many keyed
-    records (evenly spread).
+    records (evenly spread). With ``message_digest`` (True: with queue ids), ``stats`` also
+    has ``message_digests``: ``[topic, queue_id, messages, digest sum as a decimal string]``
+    per queue, for :func:`verify`'s comparison with the source.
 
     Example::
 
@@ -124,6 +129,7 @@ def verify_store(
         name=name if name is not None else os.fspath(path),
         manifest_entry=dict(manifest_entry) if manifest_entry is not None else None,
         sample_keys=sample_keys,
+        message_digest=message_digest,
         **options,
     )
     checks = {
@@ -147,16 +153,29 @@ def verify_store(
         "body_digest": str(report.body_digest),
         "queues": [list(q) for q in report.queues],
     }
+    if message_digest is not None:
+        stats["message_digests"] = [[t, q, n, str(d)] for t, q, n, d in report.message_digests]
     return checks, stats
 
 
 def _store_rows(
-    path: str, name: str, entry: dict[str, Any] | None, sample_keys: int | None, config: Any
+    path: str,
+    name: str,
+    entry: dict[str, Any] | None,
+    sample_keys: int | None,
+    config: Any,
+    *,
+    message_digest: bool | None = None,
 ) -> list[dict[str, Any]]:
     """The report rows of one store: one per check and one of statistics."""
     t0 = time.perf_counter()
     checks, stats = verify_store(
-        path, name=name, manifest_entry=entry, sample_keys=sample_keys, config=config
+        path,
+        name=name,
+        manifest_entry=entry,
+        sample_keys=sample_keys,
+        config=config,
+        message_digest=message_digest,
     )
     stats["verified_by"] = {
         "host": socket.gethostname(),
@@ -193,7 +212,10 @@ def _store_rows(
 
 
 def _verify_task(
-    stores: Sequence[_Store], sample_keys: int | None, config: Mapping[str, Any]
+    stores: Sequence[_Store],
+    sample_keys: int | None,
+    config: Mapping[str, Any],
+    message_digest: bool | None = None,
 ) -> Any:
     """The mapInArrow function: each input row is the index of one store to verify."""
 
@@ -214,7 +236,9 @@ def _verify_task(
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 path, name, entry = stores[int(i)]
-                rows = _store_rows(path, name, entry, sample_keys, config)
+                rows = _store_rows(
+                    path, name, entry, sample_keys, config, message_digest=message_digest
+                )
                 yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
     return run
@@ -225,8 +249,11 @@ def _verify_task(
 # --------------------------------------------------------------------------------------
 
 
-def _normalized(df: DataFrame, with_queue: bool) -> DataFrame:
-    """topic, [queue_id], keys, tags, body_sha256 with keys as one space-joined string."""
+def _normalized(df: DataFrame, with_queue: bool, *, body_hash: bool = True) -> DataFrame:
+    """topic, [queue_id], keys, tags, body_sha256 with keys as one space-joined string.
+
+    With ``body_hash=False`` the last column is the ``body`` itself (as binary).
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType
 
@@ -249,9 +276,62 @@ def _normalized(df: DataFrame, with_queue: bool) -> DataFrame:
     out += [
         keys.cast("string").alias("keys"),
         tags.cast("string").alias("tags"),
-        F.sha2(F.col("body").cast("binary"), 256).alias("body_sha256"),
+        F.sha2(F.col("body").cast("binary"), 256).alias("body_sha256")
+        if body_hash
+        else F.col("body").cast("binary").alias("body"),
     ]
     return df.select(*out)
+
+
+#: What a ``source`` check that passed on the digests says about how it compared.
+_DIGEST_NOTE = "per queue: count and sum of SHA-256 digests of topic, queue, keys, tags, body"
+
+
+def _source_digests(expected: DataFrame, with_queue: bool) -> dict[tuple[Any, ...], list[int]]:
+    """(topic[, queue_id]) -> [rows, sum of message digests] of the source, by one aggregation.
+
+    The digest is the native ``message_digest`` (``rocketstore::bulk``), which the per-store
+    checks sum over the stored records: the first 60 bits of ``SHA-256(topic 0 [queue_id 0]
+    keys 0 tags 0 sha256_hex(body))``.
+    """
+    from pyspark.sql import functions as F
+
+    norm = _normalized(expected, with_queue, body_hash=False)
+    zero = F.lit("\x00")
+    parts = [F.col("topic"), zero]
+    if with_queue:
+        parts += [F.col("queue_id").cast("string"), zero]
+    parts += [
+        F.coalesce(F.col("keys"), F.lit("")),
+        zero,
+        F.coalesce(F.col("tags"), F.lit("")),
+        zero,
+        F.sha2(F.col("body"), 256),
+    ]
+    digest = F.conv(F.substring(F.sha2(F.concat(*parts), 256), 1, 15), 16, 10).cast("decimal(20,0)")
+    group = ["topic", "queue_id"] if with_queue else ["topic"]
+    rows = (
+        norm.groupBy(*group)
+        .agg(F.count(F.lit(1)).alias("n"), F.sum(digest).cast("string").alias("d"))
+        .collect()
+    )
+    return {tuple(r[g] for g in group): [int(r["n"]), int(r["d"] or 0)] for r in rows}
+
+
+def _stored_digests(
+    rows: Sequence[Mapping[str, Any]], with_queue: bool
+) -> dict[tuple[Any, ...], list[int]]:
+    """The stores' per-queue message digests from the native checks' statistics rows."""
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for row in rows:
+        if row["check"] != _STATS:
+            continue
+        for topic, qid, n, d in json.loads(row["detail"]).get("message_digests", []):
+            key = (topic, qid) if with_queue else (topic,)
+            acc = out.setdefault(key, [0, 0])
+            acc[0] += int(n)
+            acc[1] += int(d)
+    return {k: v for k, v in out.items() if v[0]}
 
 
 def _describe_row(row: Mapping[str, Any], with_queue: bool) -> str:
@@ -523,9 +603,11 @@ def verify(
     record's CRC and framing, every consume queue unit against its record, every queue for
     gaps, an index lookup of every key (``sample_keys``: at most that many keyed records per
     store, evenly spread), and the store's entry in the ``_SUCCESS`` manifest. Given
-    ``expected`` (the source DataFrame of an :func:`ingest`), a Spark aggregation also checks
-    that the stored messages equal it, both ways and with multiplicity, on topic, queue (if
-    ``expected`` has ``queue_id``), keys, tags and the SHA-256 of the body.
+    ``expected`` (the source DataFrame of an :func:`ingest`), it also checks that the stored
+    messages equal it, with multiplicity, on topic, queue (if ``expected`` has ``queue_id``),
+    keys, tags and body: per queue, the count and sum of a SHA-256 digest per message, the
+    source's side by a Spark aggregation that runs while the per-store tasks run; only if they
+    differ, a row-by-row Spark join names the differing rows.
 
     ``config`` holds store configuration keywords for stores written with non-default
     geometry (e.g. ``max_hash_slot_num``). ``report_path`` writes the report as JSON plus a
@@ -548,17 +630,57 @@ def verify(
     t0 = time.perf_counter()
     plan = _Plan(root)
     stores = plan.stores
-    rows = (
-        spark.range(0, len(stores), 1, len(stores))
-        .mapInArrow(_verify_task(stores, sample_keys, config), _TASK_SCHEMA)
-        .collect()
-    )
+    with_queue = expected is not None and "queue_id" in expected.columns
+    # The source's per-queue digests are aggregated by a second Spark job, in a thread, while
+    # the per-store tasks run the native checks (which sum the same digests over the records).
+    source: dict[str, Any] = {}
+    thread: Any = None
     if expected is not None:
-        plan.checks["source"], plan.source_rows = _compare_source(spark, stores, expected, config)
+        from pyspark import InheritableThread
+
+        def aggregate_source() -> None:
+            try:
+                source["sums"] = _source_digests(expected, with_queue)
+            except BaseException as e:  # re-raised on the driver's thread below
+                source["error"] = e
+
+        thread = InheritableThread(target=aggregate_source, name="rocketstore-verify-source")
+        thread.start()
+    try:
+        rows = (
+            spark.range(0, len(stores), 1, len(stores))
+            .mapInArrow(
+                _verify_task(
+                    stores, sample_keys, config, with_queue if expected is not None else None
+                ),
+                _TASK_SCHEMA,
+            )
+            .collect()
+        )
+    finally:
+        if thread is not None:
+            thread.join()
+    row_dicts = [r.asDict() for r in rows]
+    if expected is not None:
+        if "error" in source:
+            raise source["error"]
+        want, got = source["sums"], _stored_digests(row_dicts, with_queue)
+        if want == got:
+            check = Check("source")
+            n_source = sum(n for n, _ in want.values())
+            check.checked = n_source
+            check.note(_DIGEST_NOTE)
+            if not with_queue:
+                check.note("the source has no queue_id: queues are not compared")
+            plan.checks["source"], plan.source_rows = check, n_source
+        else:  # find and name the differing rows
+            plan.checks["source"], plan.source_rows = _compare_source(
+                spark, stores, expected, config
+            )
     else:
         plan.checks["source"].ran = False
         plan.checks["source"].note("no expected DataFrame given")
-    report = plan.report([r.asDict() for r in rows], sample_keys=sample_keys, t0=t0, spark=spark)
+    report = plan.report(row_dicts, sample_keys=sample_keys, t0=t0, spark=spark)
     if report_path is not None:
         report.write(report_path)
     return report
