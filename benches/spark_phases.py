@@ -72,8 +72,8 @@ class Phase:
 
 
 def main() -> None:
-    from rocketstore.cli import demo_geometry
-    from rocketstore.spark._cli import session
+    from rocketstore.cli._demo import demo_geometry
+    from rocketstore.cli._spark import session
     from rocketstore.spark.jobs import demo_messages, ingest, verify
 
     n, root, new = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "new"
