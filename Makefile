@@ -159,7 +159,7 @@ fmt-check:
 	$(CARGO) fmt --all --check
 
 layering:
-	$(call say,Engine module layering: no import circle, no upward import (tests/check_layering.py))
+	$(call say,Engine module layering: no import circle and no upward import (tests/check_layering.py))
 	$(PYTHON) tests/check_layering.py
 
 clippy:
