@@ -56,7 +56,7 @@ endif
 
 say = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help venv build wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles \
+.PHONY: help venv build wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles layering \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
 	rust-failpoint-tests rust-powerloss-tests bench-check test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
@@ -151,12 +151,16 @@ endif
 
 lint: lint-rust lint-python ## All style checks: rustfmt, clippy, rustdoc, ruff, mypy, stubtest, import circles
 
-lint-rust: fmt-check clippy rustdoc
+lint-rust: fmt-check layering clippy rustdoc
 lint-python: ruff mypy stubtest py-import-cycles
 
 fmt-check:
 	$(call say,Rust formatting: cargo fmt --check (fix with 'make fmt'))
 	$(CARGO) fmt --all --check
+
+layering:
+	$(call say,Engine module layering: no import circle and no upward import (tests/check_layering.py))
+	$(PYTHON) tests/check_layering.py
 
 clippy:
 	$(call say,Rust lints: clippy with warnings as errors)

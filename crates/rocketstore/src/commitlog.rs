@@ -15,9 +15,9 @@ use rocketstore_format::{
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::message::{PutResult, PutStatus};
+use crate::segment::{Allocator, Taken};
 use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy, TransientStorePool};
-use crate::service::allocate::{Allocator, Taken};
-use crate::service::{FlushWait, Health, Signal};
+use crate::signal::{FlushWait, Health, Signal};
 use crate::util::{lock, now_ms};
 
 /// A message validated and measured, ready to be encoded under the put lock.

@@ -23,23 +23,24 @@ mod checkpoint;
 mod commitlog;
 pub mod config;
 mod consume_queue;
-mod cq_check;
 mod dispatch;
 mod error;
 pub mod failpoints;
 mod index;
 mod json;
+mod lock;
 mod longpoll;
 mod message;
 mod mmap;
 mod offsets;
 #[cfg(feature = "powerloss")]
 pub mod powerloss;
-mod quarantine;
 mod read;
 mod rebuild;
+mod recovery;
 mod segment;
 mod service;
+mod signal;
 mod stats;
 mod store;
 mod tail_index;
@@ -58,12 +59,12 @@ pub use message::{
     TransactionType,
 };
 pub use rebuild::{rebuild_indexes, RebuildReport};
+pub use recovery::RecoveryReport;
 pub use rocketstore_format::HostAddr;
 pub use service::cleanup::{CleanupReport, Clock, DiskUsageProbe};
 pub use service::reput::UndispatchableTopic;
-pub use service::{ServiceKind, Wake};
+pub use service::ServiceKind;
+pub use signal::Wake;
 pub use stats::StoreStats;
-pub use store::{
-    Cursors, GetRecords, IndexFileEntries, RecordHandle, RecoveryReport, Scanner, Store,
-};
+pub use store::{Cursors, GetRecords, IndexFileEntries, RecordHandle, Scanner, Store};
 pub use verify::{verify_store, StoreReport, VerifyOptions};

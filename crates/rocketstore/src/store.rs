@@ -1,14 +1,12 @@
 //! The store facade: open (lock, load, recover), put, read, flush, close.
 
-use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rocketstore_format::{Checkpoint, DecodeOptions, RecoveryWindow};
+use rocketstore_format::DecodeOptions;
 
 use crate::checkpoint;
 use crate::commitlog::{CommitLog, Prepared, RecordRef};
@@ -21,8 +19,10 @@ use crate::longpoll::{deadline_after, PullWaiters};
 use crate::message::{GetResult, GetStatus, PutMessage, PutResult, QueryResult, StoredMessage};
 use crate::offsets::{ConsumerOffsets, TopicConfigs};
 use crate::read::{self, ReadLimits};
+use crate::recovery::{Recovery, RecoveryReport};
+use crate::segment::Allocator;
 use crate::segment::CreateOptions;
-use crate::service::allocate::{AllocateService, Allocator};
+use crate::service::allocate::AllocateService;
 use crate::service::cleanup::{
     Cleaner, CleanupReport, CleanupService, Clock, DiskUsageProbe, Trigger,
 };
@@ -30,9 +30,10 @@ use crate::service::flush::{CommitService, FlushService};
 use crate::service::flush_cq::{CheckpointSource, FlushCqService};
 use crate::service::reput::{reput_end, Dispatcher, ReputService};
 use crate::service::schedule::{ScheduleCore, ScheduleService};
-use crate::service::{spawn, Health, Service, ServiceHandle, ServiceKind, Signal, Wake};
+use crate::service::{spawn, Service, ServiceHandle, ServiceKind};
+use crate::signal::{Health, Signal, Wake};
 use crate::stats::{StatsCounters, StoreStats};
-use crate::util::{boot_id, lock, now_ms};
+use crate::util::{lock, now_ms};
 use crate::validate::{prepare, props_capacity, UniqKeyGen};
 
 mod views;
@@ -52,55 +53,6 @@ pub struct Cursors {
     pub committed: u64,
     /// One past the last byte known durable.
     pub flushed: u64,
-}
-
-/// What recovery found when the store was opened.
-#[derive(Debug, Clone, Default)]
-pub struct RecoveryReport {
-    /// True if the previous run did not shut down cleanly (the abort file was present).
-    pub abnormal: bool,
-    /// Recovered end of the commit log.
-    pub end_offset: u64,
-    /// Records scanned.
-    pub records: u64,
-    /// Where and why the scan stopped before the end, if it found damage (a torn tail).
-    pub truncated_at: Option<(u64, String)>,
-    /// Commit log files removed because they lay past the end.
-    pub files_removed: usize,
-    /// Index of the first commit log file recovery scanned.
-    pub scan_start_file: usize,
-    /// Records dispatched to consume queues and index files during recovery.
-    pub redispatched: u64,
-    /// The durable commit log offset recorded in the checkpoint (our extension), if any:
-    /// recovery never truncates below it unless `recovery_mode` is `tolerate_any_corruption`.
-    pub durable_offset: Option<u64>,
-    /// Consume queues whose units were lost or wrong and were refilled from the commit log.
-    pub repaired_queues: usize,
-    /// Consume queue units written by that refill.
-    pub backfilled_units: u64,
-    /// Index files deleted at open because their size or header was impossible (they are
-    /// rebuilt by re-dispatch).
-    pub index_files_removed: usize,
-    /// `recovery_mode = "quarantine"`: the directory under `<root>/quarantine/` holding the
-    /// commit log files recovery cut because of damage below the durable offset, and their
-    /// `report.json`.
-    pub quarantine_dir: Option<PathBuf>,
-    /// Consume queues in which a unit naming a record of the recovery window pointed at another
-    /// record: cut there and refilled from the commit log (see `cq_check`).
-    pub mismatched_queues: usize,
-    /// Commit log offset where the recovery walk started: after a crash, the start of the
-    /// checkpoint's recovery window when it has one (issue 17), else the start of
-    /// `scan_start_file`.
-    pub scan_start_offset: u64,
-    /// Bytes of commit log the recovery walk read (from `scan_start_offset` to the recovered
-    /// end, plus a fallback walk if the window's start was unusable).
-    pub walked_bytes: u64,
-    /// Abnormal recovery started from the checkpoint's recovery window.
-    pub from_window: bool,
-    /// The window was written in an earlier boot (or its boot is unknown): the page cache may
-    /// have been lost, so consume queues were cut to the window's start and the index to its
-    /// durable mark before re-dispatch.
-    pub power_loss: bool,
 }
 
 /// A RocketMQ-compatible message store rooted at a directory.
@@ -228,7 +180,7 @@ impl Store {
         let lock_file = if read_only {
             None
         } else {
-            Some(take_lock(root)?)
+            Some(crate::lock::take_lock(root)?)
         };
         let abnormal = root.join(checkpoint::ABORT_FILE).exists();
         if !read_only {
@@ -273,7 +225,8 @@ impl Store {
         )?);
         // Load order (spec §7.3): commit log, consume queues, checkpoint, index.
         let cq_file_size = if read_only {
-            infer_cq_file_size(root).unwrap_or_else(|| config.consume_queue_file_size())
+            crate::recovery::infer_cq_file_size(root)
+                .unwrap_or_else(|| config.consume_queue_file_size())
         } else {
             config.consume_queue_file_size()
         };
@@ -284,7 +237,7 @@ impl Store {
             _ => None,
         };
         let index_files_removed = if config.message_index_enable && !read_only {
-            crate::rebuild::precheck_index_dir(
+            crate::recovery::index_check::precheck_index_dir(
                 root,
                 u32::try_from(config.max_hash_slot_num).unwrap_or(u32::MAX),
                 u32::try_from(config.max_index_num).unwrap_or(u32::MAX),
@@ -333,17 +286,18 @@ impl Store {
             config.delay_levels(),
             i32::try_from(config.max_queue_nums_per_topic).unwrap_or(i32::MAX) - 1,
         ));
-        let mut recovery = recover(
-            &log,
-            &cqs,
-            index.as_deref(),
-            &dispatcher,
-            &config,
+        let mut recovery = Recovery {
+            log: &log,
+            cqs: &cqs,
+            index: index.as_deref(),
+            dispatcher: &dispatcher,
+            cfg: &config,
             abnormal,
-            valid_cp.as_ref(),
+            cp: valid_cp.as_ref(),
             window,
             read_only,
-        )?;
+        }
+        .run()?;
         let consumer_offsets = Arc::new(ConsumerOffsets::load(root)?);
         let topics = TopicConfigs::load(root)?;
         let schedule = if read_only {
@@ -1406,254 +1360,11 @@ impl Drop for Store {
     }
 }
 
-/// The consume queue file size of an existing store (a foreign broker may use a non-default
-/// `mappedFileSizeConsumeQueue`): the size of the first non-empty file found, if it is a
-/// multiple of 20.
-fn infer_cq_file_size(root: &Path) -> Option<u64> {
-    let cq = root.join("consumequeue");
-    for topic in std::fs::read_dir(cq).ok()?.flatten() {
-        for queue in std::fs::read_dir(topic.path())
-            .ok()
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for f in std::fs::read_dir(queue.path())
-                .ok()
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let Ok(meta) = std::fs::symlink_metadata(f.path()) else {
-                    continue;
-                };
-                if meta.is_file() && meta.len() > 0 && meta.len() % 20 == 0 {
-                    return Some(meta.len());
-                }
-            }
-        }
-    }
-    None
-}
-
 fn no_record_at(offset: u64) -> Error {
     Error::invalid(
         "commitlog_offset",
         format!("no record starts at offset {offset}"),
     )
-}
-
-pub(crate) fn take_lock(root: &Path) -> Result<File> {
-    let path = root.join("lock");
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io("open", &path, e))?;
-    match f.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked { path }),
-        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("flock", &path, e)),
-    }
-    // RocketMQ writes "lock" at position 0.
-    use std::io::Seek;
-    let _ = f.seek(std::io::SeekFrom::Start(0));
-    f.write_all(b"lock")
-        .map_err(|e| Error::io("write", &path, e))?;
-    Ok(f)
-}
-
-/// Recovery (spec §7.3–§7.5): consume queues, then the commit log tail from the chosen start
-/// file (the last three files after a clean shutdown; the checkpoint's file after a crash), then
-/// consume queues truncated to the commit log end, dispatch of everything the consume queues
-/// and index lack, and the queue offset table rebuilt from the consume queues.
-///
-/// After a crash with a checkpoint recovery window (issue 17), the walk starts at the window's
-/// start offset instead, whatever the store's size. If the window was written in this boot the
-/// page cache survived and every structure is trusted as found (duplicates are skipped on
-/// re-dispatch); otherwise (a power loss) the consume queues are cut to the window's start and
-/// the index to its durable mark, and everything after is re-dispatched.
-#[allow(clippy::too_many_arguments)]
-fn recover(
-    log: &CommitLog,
-    cqs: &ConsumeQueueStore,
-    index: Option<&IndexService>,
-    dispatcher: &Dispatcher,
-    cfg: &StoreConfig,
-    abnormal: bool,
-    cp: Option<&Checkpoint>,
-    window: Option<RecoveryWindow>,
-    read_only: bool,
-) -> Result<RecoveryReport> {
-    cqs.recover_all()?;
-    let max_record = u32::try_from(cfg.max_record_size()).unwrap_or(u32::MAX);
-    let files = log.queue().len();
-    let full_start = |abnormal: bool| {
-        if abnormal {
-            let min_ts = cp.map_or(0, |c| {
-                if cfg.message_index_enable {
-                    c.min_timestamp_index()
-                } else {
-                    c.min_timestamp()
-                }
-            });
-            log.abnormal_start_index(min_ts, max_record)
-        } else {
-            files.saturating_sub(3)
-        }
-    };
-    // The window's start as (file index, position in the file), if it lies in a file.
-    let window_start = window.and_then(|w| {
-        let s = u64::try_from(w.start_offset).ok()?;
-        if s < log.min_offset() {
-            return None;
-        }
-        let all = log.queue().files();
-        let i = all.iter().rposition(|f| f.from() <= s)?;
-        let pos = usize::try_from(s - all.get(i)?.from()).ok()?;
-        (pos < all.get(i)?.size()).then_some((i, pos))
-    });
-    let power_loss = window.is_some_and(|w| w.boot_id == [0; 16] || w.boot_id != boot_id());
-    // A read-only open changes nothing on disk and may race a live writer (which keeps
-    // flushing and rewriting the checkpoint), so only a writable open holds the scan to the
-    // checkpoint's durable offset.
-    let durable = crate::rebuild::durable_offset(cp).filter(|_| !read_only);
-    let mut tails = crate::rebuild::QueueTails::default();
-    let mut cq_window = crate::cq_check::Window::default();
-    let mut walked = 0;
-    let mut from_window = false;
-    let mut scan = None;
-    let mut start = 0;
-    if let Some((i, pos)) = window_start {
-        let begin = log.queue().files().get(i).map_or(0, |f| f.from()) + pos as u64;
-        let s = log.scan_for_end_at(i, pos, cfg.check_crc_on_recover, max_record, |rec, _| {
-            tails.note(rec);
-            cq_window.note(rec);
-        });
-        walked += s.end.saturating_sub(begin);
-        // Damage right at a start below the durable offset (a record must be there) falls back
-        // to the full rule; at or past the durable offset it is just a torn tail.
-        if s.records > 0 || s.damage.is_none() || durable.is_none_or(|d| begin >= d) {
-            start = i;
-            from_window = true;
-            scan = Some((s, begin));
-        } else {
-            tails = crate::rebuild::QueueTails::default();
-            cq_window = crate::cq_check::Window::default();
-        }
-    }
-    let (scan, scan_from) = match scan {
-        Some(s) => s,
-        None => {
-            start = full_start(abnormal);
-            let begin = log.queue().files().get(start).map_or(0, |f| f.from());
-            let s = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |rec, _| {
-                tails.note(rec);
-                cq_window.note(rec);
-            });
-            walked += s.end.saturating_sub(begin);
-            let begin = begin.min(s.end);
-            (s, begin)
-        }
-    };
-    let quarantine_dir = crate::quarantine::check_or_quarantine(
-        log.queue().dir().parent().unwrap_or(log.queue().dir()),
-        log,
-        cfg,
-        durable,
-        &scan,
-        read_only,
-    )?;
-    let files_removed = log.truncate_to(scan.end)?;
-    let mut redispatched = 0;
-    let mut backfilled_units = 0;
-    let mut repaired_queues = 0;
-    let mut mismatched_queues = 0;
-    if !read_only {
-        if files == 0 || log.queue().len() == 0 {
-            cqs.destroy_all()?;
-            if let Some(index) = index {
-                index.destroy_all()?;
-            }
-        }
-        // After a power loss units past the window's start may be torn: cut them (and anything
-        // past the walk's start) and re-dispatch.
-        let window_offset = window.map_or(scan_from, |w| {
-            u64::try_from(w.start_offset).unwrap_or(0).min(scan_from)
-        });
-        cqs.truncate_all(if power_loss { window_offset } else { scan.end })?;
-        if let (true, Some(index), Some(w)) = (power_loss, index, window) {
-            let store_time_of = |phy: i64| {
-                let rec = log.record_at(u64::try_from(phy).ok()?)?;
-                rocketstore_format::peek_store_timestamp(rec.bytes())
-            };
-            let cut = w.index_file != 0
-                && index.cut_to_mark(w.index_file, w.index_count, scan.end, &store_time_of)?;
-            if !cut {
-                index.destroy_all()?;
-            }
-        }
-        // Units that do not point at their record are cut off; the queues they belong to and
-        // queues that lost units are refilled from the commit log below.
-        let mut suspects = crate::rebuild::repair_cq_tails(log, cqs)?;
-        let mismatched = crate::cq_check::cut_mismatched_units(log, cqs, &cq_window)?;
-        mismatched_queues = mismatched.len();
-        suspects.extend(mismatched);
-        suspects.extend(tails.lagging(cqs, crate::rebuild::max_queue_id(cfg)));
-        if let Some(index) = index {
-            index.truncate_after(scan.end)?;
-        }
-        // Dispatch from the smallest offset any structure may lack; duplicates are skipped.
-        let mut from = match cqs.max_physic_offset() {
-            m if m >= 0 => m as u64,
-            _ => log.min_offset(),
-        };
-        if let Some(index) = index {
-            from = from.min(index.last_end_phy_offset().max(0) as u64);
-        }
-        if abnormal {
-            from = from.min(scan_from);
-        }
-        let from = from.max(log.min_offset());
-        (repaired_queues, backfilled_units) =
-            crate::rebuild::backfill_queues(log, cqs, cfg, suspects, from, scan_from.max(from))?;
-        dispatcher.set_reput_from(from);
-        redispatched = dispatcher.dispatch_until(log, scan.end)?;
-    } else {
-        dispatcher.set_reput_from(scan.end);
-    }
-    let mut table: HashMap<String, Vec<i64>> = HashMap::new();
-    for q in cqs.all() {
-        let slots = table.entry(q.topic().to_string()).or_default();
-        let qid = q.queue_id() as usize;
-        if slots.len() <= qid {
-            slots.resize(qid + 1, 0);
-        }
-        slots[qid] = q.max_offset();
-    }
-    cqs.correct_min_offsets(log.min_offset());
-    log.set_queue_offsets(table, scan.last_store_timestamp);
-    Ok(RecoveryReport {
-        abnormal,
-        end_offset: scan.end,
-        records: scan.records,
-        truncated_at: scan.damage,
-        files_removed,
-        scan_start_file: start,
-        redispatched,
-        durable_offset: durable,
-        repaired_queues,
-        backfilled_units,
-        index_files_removed: 0,
-        quarantine_dir,
-        mismatched_queues,
-        scan_start_offset: scan_from,
-        walked_bytes: walked,
-        from_window,
-        power_loss,
-    })
 }
 
 /// An owned iterator over the commit log's records (see [`Store::scan`]).

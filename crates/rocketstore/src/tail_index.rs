@@ -85,7 +85,7 @@ impl TailIndex {
 pub(crate) fn for_recovery(
     log: &CommitLog,
     index: &crate::index::IndexService,
-    recovery: &crate::store::RecoveryReport,
+    recovery: &crate::recovery::RecoveryReport,
 ) -> TailIndex {
     let scan_from = log
         .queue()

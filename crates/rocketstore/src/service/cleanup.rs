@@ -44,7 +44,8 @@ use crate::consume_queue::ConsumeQueueStore;
 use crate::error::{Error, Result};
 use crate::index::IndexService;
 use crate::service::reput::Dispatcher;
-use crate::service::{Service, Wake};
+use crate::service::Service;
+use crate::signal::Wake;
 use crate::util::{fsync_dir, lock, now_ms};
 
 /// The cleanup service's clock: milliseconds since the epoch. The local hour (for

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use crate::commitlog::CommitLog;
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::error::{Error, Result};
-use crate::service::{Service, Signal, Wake};
+use crate::service::Service;
+use crate::signal::{Signal, Wake};
 
 /// The commit log flush service.
 #[derive(Debug)]

@@ -33,7 +33,8 @@ use crate::error::Result;
 use crate::index::{IndexMark, IndexService};
 use crate::offsets::ConsumerOffsets;
 use crate::service::reput::Dispatcher;
-use crate::service::{Service, Wake};
+use crate::service::Service;
+use crate::signal::Wake;
 use crate::util::lock;
 
 /// Builds and writes the checkpoint from the live components.

@@ -20,7 +20,8 @@ use crate::dispatch::{dispatch_request, DispatchRequest};
 use crate::error::Result;
 use crate::index::{IndexRequest, IndexService};
 use crate::longpoll::PullWaiters;
-use crate::service::{Service, Wake};
+use crate::service::Service;
+use crate::signal::Wake;
 
 /// Shared dispatch state: where dispatch stands and what it feeds.
 #[derive(Debug)]

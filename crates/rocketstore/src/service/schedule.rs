@@ -55,7 +55,8 @@ use crate::error::{Error, Result};
 use crate::json::{self, Json};
 use crate::message::{PutStatus, StoredMessage};
 use crate::offsets::{read_with_backup, save};
-use crate::service::{Service, Signal, Wake};
+use crate::service::Service;
+use crate::signal::{Signal, Wake};
 use crate::util::{lock, now_ms};
 
 /// Pass period (RocketMQ `DELAY_FOR_A_WHILE`).

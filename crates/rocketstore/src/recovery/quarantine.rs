@@ -39,7 +39,7 @@ pub(crate) fn check_or_quarantine(
     scan: &ScanEnd,
     read_only: bool,
 ) -> Result<Option<PathBuf>> {
-    match crate::rebuild::check_scan(log, cfg, durable, scan) {
+    match super::accept::check_scan(log, cfg, durable, scan) {
         Ok(()) => Ok(None),
         Err(Error::Corruption { .. })
             if cfg.recovery_mode == RecoveryMode::Quarantine && !read_only =>

@@ -65,7 +65,7 @@ pub(crate) fn cut_mismatched_units(
             };
             let ok = unit.is_prefill()
                 || (unit.phy_offset >= 0 && unit.phy_offset < min_phy)
-                || crate::rebuild::unit_matches(log, &q, off, &unit);
+                || super::queues::unit_matches(log, &q, off, &unit);
             if !ok {
                 q.truncate_to_offset(off)?;
                 cut.push((topic.clone(), *qid));

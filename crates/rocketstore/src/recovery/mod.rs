@@ -1,0 +1,399 @@
+//! Recovery at open (spec §7.3–§7.5): from the files as found to a store whose commit log,
+//! consume queues, index and queue offset table agree.
+//!
+//! [`Recovery::run`] takes these steps, in this order:
+//! 1. **Consume queue files**: each queue keeps its files up to the last whole unit.
+//! 2. **Walk the commit log** ([`Recovery::walk`]): from the checkpoint's recovery window after a
+//!    crash (issue 17), else from the chosen start file (the last three files after a clean
+//!    shutdown; the checkpoint's file after a crash), checking each record (CRC if configured)
+//!    up to the first that does not validate.
+//! 3. **Accept the end** ([`accept`], [`quarantine`]): damage or a short end below the
+//!    checkpoint's durable offset is refused (or quarantined) as `recovery_mode` says.
+//! 4. **Cut the commit log** at the accepted end (later files removed, the rest zero-filled).
+//! 5. **Cut the consume queues and the index** to the end (after a power loss, to the window's
+//!    start and the index's durable mark) ([`Recovery::cut_to_end`]).
+//! 6. **Find the queues that lost units** ([`Recovery::lagging_queues`]): wrong last units
+//!    ([`queues::repair_cq_tails`]), units of the walked range naming other records
+//!    ([`cq_check`]), and queues behind a walked record.
+//! 7. **Refill those queues** from the commit log ([`queues::backfill_queues`]) and
+//!    **re-dispatch** everything any structure lacks ([`Recovery::redispatch`]).
+//! 8. **Rebuild the queue offset table** from the consume queues.
+//!
+//! A read-only open does steps 1–3 and 8 only: it changes nothing on disk. The index files are
+//! checked before they are loaded ([`index_check`]), and an abort marker is written before step 1,
+//! so a crash during recovery is recovered as abnormal again (recovery is resumable).
+
+pub(crate) mod accept;
+pub(crate) mod cq_check;
+pub(crate) mod index_check;
+pub(crate) mod quarantine;
+pub(crate) mod queues;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use rocketstore_format::{Checkpoint, RecoveryWindow};
+
+use crate::commitlog::{CommitLog, ScanEnd};
+use crate::config::StoreConfig;
+use crate::consume_queue::ConsumeQueueStore;
+use crate::error::Result;
+use crate::index::IndexService;
+use crate::service::reput::Dispatcher;
+use crate::util::boot_id;
+
+use queues::QueueTails;
+
+/// What recovery found when the store was opened.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    /// True if the previous run did not shut down cleanly (the abort file was present).
+    pub abnormal: bool,
+    /// Recovered end of the commit log.
+    pub end_offset: u64,
+    /// Records scanned.
+    pub records: u64,
+    /// Where and why the scan stopped before the end, if it found damage (a torn tail).
+    pub truncated_at: Option<(u64, String)>,
+    /// Commit log files removed because they lay past the end.
+    pub files_removed: usize,
+    /// Index of the first commit log file recovery scanned.
+    pub scan_start_file: usize,
+    /// Records dispatched to consume queues and index files during recovery.
+    pub redispatched: u64,
+    /// The durable commit log offset recorded in the checkpoint (our extension), if any:
+    /// recovery never truncates below it unless `recovery_mode` is `tolerate_any_corruption`.
+    pub durable_offset: Option<u64>,
+    /// Consume queues whose units were lost or wrong and were refilled from the commit log.
+    pub repaired_queues: usize,
+    /// Consume queue units written by that refill.
+    pub backfilled_units: u64,
+    /// Index files deleted at open because their size or header was impossible (they are
+    /// rebuilt by re-dispatch).
+    pub index_files_removed: usize,
+    /// `recovery_mode = "quarantine"`: the directory under `<root>/quarantine/` holding the
+    /// commit log files recovery cut because of damage below the durable offset, and their
+    /// `report.json`.
+    pub quarantine_dir: Option<PathBuf>,
+    /// Consume queues in which a unit naming a record of the recovery window pointed at another
+    /// record: cut there and refilled from the commit log (see `cq_check`).
+    pub mismatched_queues: usize,
+    /// Commit log offset where the recovery walk started: after a crash, the start of the
+    /// checkpoint's recovery window when it has one (issue 17), else the start of
+    /// `scan_start_file`.
+    pub scan_start_offset: u64,
+    /// Bytes of commit log the recovery walk read (from `scan_start_offset` to the recovered
+    /// end, plus a fallback walk if the window's start was unusable).
+    pub walked_bytes: u64,
+    /// Abnormal recovery started from the checkpoint's recovery window.
+    pub from_window: bool,
+    /// The window was written in an earlier boot (or its boot is unknown): the page cache may
+    /// have been lost, so consume queues were cut to the window's start and the index to its
+    /// durable mark before re-dispatch.
+    pub power_loss: bool,
+}
+
+/// The loaded structures recovery works on and what the open found (abort marker, checkpoint).
+pub(crate) struct Recovery<'a> {
+    pub(crate) log: &'a CommitLog,
+    pub(crate) cqs: &'a ConsumeQueueStore,
+    pub(crate) index: Option<&'a IndexService>,
+    pub(crate) dispatcher: &'a Dispatcher,
+    pub(crate) cfg: &'a StoreConfig,
+    /// The abort marker was present: the previous run did not shut down cleanly.
+    pub(crate) abnormal: bool,
+    /// The checkpoint, if it decoded.
+    pub(crate) cp: Option<&'a Checkpoint>,
+    /// The checkpoint's recovery window (writable opens after a crash only).
+    pub(crate) window: Option<RecoveryWindow>,
+    pub(crate) read_only: bool,
+}
+
+/// The result of step 2: where the walk started and ended, and what it noted on the way.
+struct Walk {
+    scan: ScanEnd,
+    /// Offset where the accepted walk started.
+    from: u64,
+    /// Index of the file it started in.
+    start_file: usize,
+    from_window: bool,
+    /// Bytes walked, a fallback walk included.
+    walked: u64,
+    /// The checkpoint's durable offset (writable opens only).
+    durable: Option<u64>,
+    /// The window was written in an earlier boot: the page cache may have been lost.
+    power_loss: bool,
+    tails: QueueTails,
+    cq_window: cq_check::Window,
+}
+
+/// What steps 5–7 did (zero for a read-only open).
+#[derive(Default)]
+struct Repair {
+    redispatched: u64,
+    repaired_queues: usize,
+    backfilled_units: u64,
+    mismatched_queues: usize,
+}
+
+impl Recovery<'_> {
+    /// Runs the recovery steps listed in the module documentation.
+    pub(crate) fn run(&self) -> Result<RecoveryReport> {
+        let files = self.log.queue().len();
+        self.cqs.recover_all()?; // 1
+        let walk = self.walk(); // 2
+        let quarantine_dir = quarantine::check_or_quarantine(
+            self.log
+                .queue()
+                .dir()
+                .parent()
+                .unwrap_or(self.log.queue().dir()),
+            self.log,
+            self.cfg,
+            walk.durable,
+            &walk.scan,
+            self.read_only,
+        )?; // 3
+        let files_removed = self.log.truncate_to(walk.scan.end)?; // 4
+        let repair = if self.read_only {
+            self.dispatcher.set_reput_from(walk.scan.end);
+            Repair::default()
+        } else {
+            self.cut_to_end(&walk, files)?; // 5
+            let (suspects, mismatched_queues) = self.lagging_queues(&walk)?; // 6
+            Repair {
+                mismatched_queues,
+                ..self.redispatch(&walk, suspects)? // 7
+            }
+        };
+        self.rebuild_queue_offsets(walk.scan.last_store_timestamp); // 8
+        Ok(RecoveryReport {
+            abnormal: self.abnormal,
+            end_offset: walk.scan.end,
+            records: walk.scan.records,
+            truncated_at: walk.scan.damage,
+            files_removed,
+            scan_start_file: walk.start_file,
+            redispatched: repair.redispatched,
+            durable_offset: walk.durable,
+            repaired_queues: repair.repaired_queues,
+            backfilled_units: repair.backfilled_units,
+            index_files_removed: 0,
+            quarantine_dir,
+            mismatched_queues: repair.mismatched_queues,
+            scan_start_offset: walk.from,
+            walked_bytes: walk.walked,
+            from_window: walk.from_window,
+            power_loss: walk.power_loss,
+        })
+    }
+
+    /// Step 2. After a crash with a checkpoint recovery window (issue 17), the walk starts at
+    /// the window's start offset, whatever the store's size; damage right at a start below the
+    /// durable offset falls back to the full rule. Otherwise it starts at the first of the last
+    /// three files after a clean shutdown, at the checkpoint's file after a crash.
+    fn walk(&self) -> Walk {
+        let (log, cfg, cp) = (self.log, self.cfg, self.cp);
+        let max_record = u32::try_from(cfg.max_record_size()).unwrap_or(u32::MAX);
+        let files = log.queue().len();
+        let full_start = |abnormal: bool| {
+            if abnormal {
+                let min_ts = cp.map_or(0, |c| {
+                    if cfg.message_index_enable {
+                        c.min_timestamp_index()
+                    } else {
+                        c.min_timestamp()
+                    }
+                });
+                log.abnormal_start_index(min_ts, max_record)
+            } else {
+                files.saturating_sub(3)
+            }
+        };
+        // The window's start as (file index, position in the file), if it lies in a file.
+        let window_start = self.window.and_then(|w| {
+            let s = u64::try_from(w.start_offset).ok()?;
+            if s < log.min_offset() {
+                return None;
+            }
+            let all = log.queue().files();
+            let i = all.iter().rposition(|f| f.from() <= s)?;
+            let pos = usize::try_from(s - all.get(i)?.from()).ok()?;
+            (pos < all.get(i)?.size()).then_some((i, pos))
+        });
+        let power_loss = self
+            .window
+            .is_some_and(|w| w.boot_id == [0; 16] || w.boot_id != boot_id());
+        // A read-only open changes nothing on disk and may race a live writer (which keeps
+        // flushing and rewriting the checkpoint), so only a writable open holds the scan to the
+        // checkpoint's durable offset.
+        let durable = accept::durable_offset(cp).filter(|_| !self.read_only);
+        let mut tails = QueueTails::default();
+        let mut cq_window = cq_check::Window::default();
+        let mut walked = 0;
+        let mut from_window = false;
+        let mut scan = None;
+        let mut start = 0;
+        if let Some((i, pos)) = window_start {
+            let begin = log.queue().files().get(i).map_or(0, |f| f.from()) + pos as u64;
+            let s = log.scan_for_end_at(i, pos, cfg.check_crc_on_recover, max_record, |rec, _| {
+                tails.note(rec);
+                cq_window.note(rec);
+            });
+            walked += s.end.saturating_sub(begin);
+            // Damage right at a start below the durable offset (a record must be there) falls
+            // back to the full rule; at or past the durable offset it is just a torn tail.
+            if s.records > 0 || s.damage.is_none() || durable.is_none_or(|d| begin >= d) {
+                start = i;
+                from_window = true;
+                scan = Some((s, begin));
+            } else {
+                tails = QueueTails::default();
+                cq_window = cq_check::Window::default();
+            }
+        }
+        let (scan, from) = match scan {
+            Some(s) => s,
+            None => {
+                start = full_start(self.abnormal);
+                let begin = log.queue().files().get(start).map_or(0, |f| f.from());
+                let s = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |rec, _| {
+                    tails.note(rec);
+                    cq_window.note(rec);
+                });
+                walked += s.end.saturating_sub(begin);
+                let begin = begin.min(s.end);
+                (s, begin)
+            }
+        };
+        Walk {
+            scan,
+            from,
+            start_file: start,
+            from_window,
+            walked,
+            durable,
+            power_loss,
+            tails,
+            cq_window,
+        }
+    }
+
+    /// Step 5: consume queues and index cut to the accepted end. With no commit log file left
+    /// (`files` is the count before step 4), both are destroyed. After a power loss, units past
+    /// the window's start may be torn: the queues are cut there (and anything past the walk's
+    /// start), the index to the window's durable mark, and everything after is re-dispatched.
+    fn cut_to_end(&self, walk: &Walk, files: usize) -> Result<()> {
+        let (log, cqs, end) = (self.log, self.cqs, walk.scan.end);
+        if files == 0 || log.queue().len() == 0 {
+            cqs.destroy_all()?;
+            if let Some(index) = self.index {
+                index.destroy_all()?;
+            }
+        }
+        let window_offset = self.window.map_or(walk.from, |w| {
+            u64::try_from(w.start_offset).unwrap_or(0).min(walk.from)
+        });
+        cqs.truncate_all(if walk.power_loss { window_offset } else { end })?;
+        if let (true, Some(index), Some(w)) = (walk.power_loss, self.index, self.window) {
+            let store_time_of = |phy: i64| {
+                let rec = log.record_at(u64::try_from(phy).ok()?)?;
+                rocketstore_format::peek_store_timestamp(rec.bytes())
+            };
+            let cut = w.index_file != 0
+                && index.cut_to_mark(w.index_file, w.index_count, end, &store_time_of)?;
+            if !cut {
+                index.destroy_all()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 6: units that do not point at their record are cut off; the queues they belong to
+    /// and queues that lost units are returned (refilled in step 7), with the number of queues
+    /// whose units named other records. The index loses entries past the end.
+    fn lagging_queues(&self, walk: &Walk) -> Result<(Vec<(String, i32)>, usize)> {
+        let (log, cqs) = (self.log, self.cqs);
+        let mut suspects = queues::repair_cq_tails(log, cqs)?;
+        let mismatched = cq_check::cut_mismatched_units(log, cqs, &walk.cq_window)?;
+        let mismatched_queues = mismatched.len();
+        suspects.extend(mismatched);
+        suspects.extend(walk.tails.lagging(cqs, queues::max_queue_id(self.cfg)));
+        if let Some(index) = self.index {
+            index.truncate_after(walk.scan.end)?;
+        }
+        Ok((suspects, mismatched_queues))
+    }
+
+    /// Step 7: dispatch from the smallest offset any structure may lack (duplicates are
+    /// skipped), after refilling the `suspects` and every queue found behind on the way.
+    fn redispatch(&self, walk: &Walk, suspects: Vec<(String, i32)>) -> Result<Repair> {
+        let (log, cqs) = (self.log, self.cqs);
+        let mut from = match cqs.max_physic_offset() {
+            m if m >= 0 => m as u64,
+            _ => log.min_offset(),
+        };
+        if let Some(index) = self.index {
+            from = from.min(index.last_end_phy_offset().max(0) as u64);
+        }
+        if self.abnormal {
+            from = from.min(walk.from);
+        }
+        let from = from.max(log.min_offset());
+        let (repaired_queues, backfilled_units) =
+            queues::backfill_queues(log, cqs, self.cfg, suspects, from, walk.from.max(from))?;
+        self.dispatcher.set_reput_from(from);
+        let redispatched = self.dispatcher.dispatch_until(log, walk.scan.end)?;
+        Ok(Repair {
+            redispatched,
+            repaired_queues,
+            backfilled_units,
+            mismatched_queues: 0,
+        })
+    }
+
+    /// Step 8: the commit log's queue offset table, from the consume queues' ends.
+    fn rebuild_queue_offsets(&self, last_store_timestamp: i64) {
+        let mut table: HashMap<String, Vec<i64>> = HashMap::new();
+        for q in self.cqs.all() {
+            let slots = table.entry(q.topic().to_string()).or_default();
+            let qid = q.queue_id() as usize;
+            if slots.len() <= qid {
+                slots.resize(qid + 1, 0);
+            }
+            slots[qid] = q.max_offset();
+        }
+        self.cqs.correct_min_offsets(self.log.min_offset());
+        self.log.set_queue_offsets(table, last_store_timestamp);
+    }
+}
+
+/// The consume queue file size of an existing store (a foreign broker may use a non-default
+/// `mappedFileSizeConsumeQueue`): the size of the first non-empty file found, if it is a
+/// multiple of 20.
+pub(crate) fn infer_cq_file_size(root: &Path) -> Option<u64> {
+    let cq = root.join("consumequeue");
+    for topic in std::fs::read_dir(cq).ok()?.flatten() {
+        for queue in std::fs::read_dir(topic.path())
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in std::fs::read_dir(queue.path())
+                .ok()
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let Ok(meta) = std::fs::symlink_metadata(f.path()) else {
+                    continue;
+                };
+                if meta.is_file() && meta.len() > 0 && meta.len() % 20 == 0 {
+                    return Some(meta.len());
+                }
+            }
+        }
+    }
+    None
+}
