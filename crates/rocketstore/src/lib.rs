@@ -52,6 +52,7 @@ pub use rocketstore_format as format;
 pub use checkpoint::{ABORT_FILE, CHECKPOINT_FILE};
 pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode, StoreConfig};
 pub use dispatch::Subscription;
+pub use dispatch::UndispatchableTopic;
 pub use error::{CorruptionKind, Error, Result};
 pub use message::{
     GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,
@@ -60,7 +61,6 @@ pub use message::{
 pub use rebuild::{rebuild_indexes, RebuildReport};
 pub use rocketstore_format::HostAddr;
 pub use service::cleanup::{CleanupReport, Clock, DiskUsageProbe};
-pub use service::reput::UndispatchableTopic;
 pub use service::Wake;
 pub use stats::StoreStats;
 pub use store::{

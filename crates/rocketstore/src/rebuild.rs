@@ -26,11 +26,11 @@ use crate::commitlog::{CommitLog, ScanEnd};
 use crate::config::{RecoveryMode, StoreConfig};
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueStore, CONSUME_QUEUE_DIR};
 use crate::dispatch::dispatch_request;
+use crate::dispatch::Dispatcher;
 use crate::error::{CorruptionKind, Error, Result};
 use crate::index::{IndexService, INDEX_DIR};
 use crate::longpoll::PullWaiters;
 use crate::service::allocate::Allocator;
-use crate::service::reput::Dispatcher;
 use crate::service::{Health, Signal};
 use crate::util::{check_not_symlink, fsync_dir};
 

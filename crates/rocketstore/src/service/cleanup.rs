@@ -41,9 +41,9 @@ use chrono::{TimeZone, Timelike};
 use crate::commitlog::CommitLog;
 use crate::config::{parse_delete_when, StoreConfig};
 use crate::consume_queue::ConsumeQueueStore;
+use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result};
 use crate::index::IndexService;
-use crate::service::reput::Dispatcher;
 use crate::service::{Service, Wake};
 use crate::util::{fsync_dir, lock, now_ms};
 

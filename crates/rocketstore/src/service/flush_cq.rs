@@ -29,10 +29,10 @@ use rocketstore_format::{Checkpoint, CheckpointExt, RecoveryWindow};
 use crate::commitlog::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
+use crate::dispatch::Dispatcher;
 use crate::error::Result;
 use crate::index::{IndexMark, IndexService};
 use crate::offsets::ConsumerOffsets;
-use crate::service::reput::Dispatcher;
 use crate::service::{Service, Wake};
 use crate::util::lock;
 

@@ -3,6 +3,11 @@
 
 use rocketstore_format::{sysflag, RecordView, SCHEDULE_TOPIC};
 
+mod dispatcher;
+
+pub(crate) use dispatcher::Dispatcher;
+pub use dispatcher::UndispatchableTopic;
+
 /// Looks up property values in a raw properties string without allocating, with RocketMQ's
 /// last-wins rule and its "non-empty name and value" rule.
 pub(crate) fn raw_property<'a>(raw: &'a [u8], name: &str) -> Option<&'a [u8]> {
