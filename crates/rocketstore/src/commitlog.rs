@@ -14,6 +14,7 @@ use rocketstore_format::{
 
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::error::{CorruptionKind, Error, Result};
+use crate::feed::Feed;
 use crate::message::{PutResult, PutStatus};
 use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy, TransientStorePool};
 use crate::service::allocate::{Allocator, Taken};
@@ -144,6 +145,8 @@ pub(crate) struct CommitLog {
     /// Messages and bytes put per topic (RocketMQ StoreStatsService), updated outside the put
     /// lock once per run of equal topics.
     put_stats: Mutex<HashMap<String, (u64, u64)>>,
+    /// What each append hands the dispatcher (see [`crate::feed`]).
+    feed: Feed,
 }
 
 impl CommitLog {
@@ -196,6 +199,7 @@ impl CommitLog {
             background: cfg.background_threads,
             sync_creations: std::sync::atomic::AtomicU64::new(0),
             put_stats: Mutex::new(HashMap::new()),
+            feed: Feed::default(),
         })
     }
 
@@ -334,6 +338,7 @@ impl CommitLog {
         let mut pos = 0usize;
         let mut failed: Option<Error> = None;
         let whole_batch = one_queue_batch_len(msgs, self.file_size);
+        let mut fed = self.feed.start(store_ts, msgs.len(), props);
         let mut shift = rocketstore_format::prop_crc::BodyShift::default();
         for (i, m) in msgs.iter().enumerate() {
             // The first record of a one-queue batch reserves room for the whole batch.
@@ -424,6 +429,17 @@ impl CommitLog {
                     break Err(e);
                 }
                 pos += m.len;
+                if let Some(b) = fed.as_mut() {
+                    b.push(
+                        phy,
+                        m.len,
+                        m.header.queue_id,
+                        m.header.sys_flag,
+                        queue_offset,
+                        m.topic,
+                        m.props.clone(),
+                    );
+                }
                 break Ok(PutResult {
                     status: PutStatus::PutOk,
                     commitlog_offset: phy as i64,
@@ -444,6 +460,9 @@ impl CommitLog {
         if let Some(f) = &file {
             f.set_last_store_timestamp(store_ts);
             f.publish_wrote(pos);
+        }
+        if let Some(b) = fed {
+            self.feed.push(b);
         }
         drop(st);
         self.count_puts(msgs, &results);
@@ -791,8 +810,14 @@ impl CommitLog {
         0
     }
 
+    /// What appends hand the dispatcher.
+    pub(crate) fn feed(&self) -> &Feed {
+        &self.feed
+    }
+
     /// Sets the recovered end: cursors, dirty tail, files past the end.
     pub(crate) fn truncate_to(&self, end: u64) -> Result<usize> {
+        self.feed.clear();
         let removed = self.queue.truncate_dirty(end)?;
         {
             let mut st = lock(&self.put);

@@ -27,6 +27,7 @@ mod cq_check;
 mod dispatch;
 mod error;
 pub mod failpoints;
+mod feed;
 mod index;
 mod json;
 mod longpoll;

@@ -14,9 +14,10 @@ use rocketstore_format::CqUnit;
 
 use crate::commitlog::CommitLog;
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueStore};
-use crate::dispatch::{dispatch_request, DispatchRequest};
+use crate::dispatch::{dispatch_request, with_properties, DispatchRequest};
 use crate::error::Result;
-use crate::index::{IndexRequest, IndexService};
+use crate::feed::FedBatch;
+use crate::index::{IndexBatch, IndexRequest, IndexService};
 use crate::longpoll::PullWaiters;
 
 /// Shared dispatch state: where dispatch stands and what it feeds.
@@ -33,6 +34,9 @@ pub(crate) struct Dispatcher {
     /// Topics of records that got no consume queue because the topic cannot be a directory
     /// name: topic -> (records, first commit log offset). See `DispatchRequest::undispatchable`.
     undispatchable: Mutex<BTreeMap<String, (u64, i64)>>,
+    /// Held by a dispatch run: runs (the reput thread, inline dispatch after puts without
+    /// service threads, recovery) never interleave, so fed and decoded records stay in order.
+    running: Mutex<()>,
 }
 
 /// A topic whose records were kept in the commit log but not dispatched to a consume queue,
@@ -66,6 +70,7 @@ impl Dispatcher {
             max_queue_id,
             dispatched: AtomicU64::new(0),
             undispatchable: Mutex::new(BTreeMap::new()),
+            running: Mutex::new(()),
         }
     }
 
@@ -109,16 +114,29 @@ impl Dispatcher {
 
     /// Dispatches every record in `[reput_from, end)`. Returns the number of records.
     ///
-    /// The consume queue handles and the index writer are taken once per run of records, not
-    /// per record.
+    /// Records the writer fed ([`crate::feed`]) are dispatched from the feed; everything the
+    /// feed does not cover is decoded from the commit log. The consume queue handles and the
+    /// index writer are taken once per run of records, not per record. Runs are serialized.
     pub(crate) fn dispatch_until(&self, log: &CommitLog, end: u64) -> Result<u64> {
+        let _one_run = crate::util::lock(&self.running);
         let from = self.reput_from().max(log.min_offset());
         if from >= end {
             return Ok(0);
         }
-        let mut queues = QueueHandles::default();
-        let (next, count) = self.cq_range(log, &mut queues, from, end)?;
-        self.reput_from.fetch_max(next, Ordering::AcqRel);
+        let mut run = Run {
+            queues: QueueHandles::default(),
+            index: match &self.index {
+                Some(i) => Some(i.batch()?),
+                None => None,
+            },
+            count: 0,
+        };
+        let result = self.dispatch_range(log, &mut run, from, end);
+        let Run { queues, count, .. } = run;
+        if let Ok(next) = result {
+            // Past the blank record closing a file too, not only past the last record.
+            self.reput_from.fetch_max(next, Ordering::AcqRel);
+        }
         if queues.last_ts > 0 {
             self.logics_timestamp
                 .fetch_max(queues.last_ts, Ordering::AcqRel);
@@ -126,52 +144,149 @@ impl Dispatcher {
         self.dispatched.fetch_add(count, Ordering::Relaxed);
         self.waiters
             .notify(queues.touched.iter().map(|q| (q.topic(), q.queue_id())));
-        Ok(count)
+        result.map(|_| count)
     }
 
-    /// Walks `[from, end)` into the consume queues and the index, publishing the reput offset
-    /// per record. Returns `(next, records)`.
-    fn cq_range(
+    /// Dispatches `[from, end)`: fed records where the feed covers the position, decoded
+    /// records elsewhere. Returns the position reached.
+    fn dispatch_range(
         &self,
         log: &CommitLog,
-        queues: &mut QueueHandles,
+        run: &mut Run<'_>,
         from: u64,
         end: u64,
-    ) -> Result<(u64, u64)> {
-        let mut count = 0u64;
-        let mut index = match &self.index {
-            Some(i) => Some(i.batch()?),
-            None => None,
-        };
-        let next = log.for_each_record(from, end, |rec, _offset| {
-            let req = dispatch_request(rec, &self.delay_levels);
-            if req.undispatchable() {
-                self.note_undispatchable(req.topic, req.commitlog_offset);
+    ) -> Result<u64> {
+        let feed = log.feed();
+        let mut pos = from;
+        let mut fed: Option<FedBatch> = None;
+        let result = loop {
+            if pos >= end {
+                break Ok(pos);
             }
-            if req.goes_to_cq() && (0..=self.max_queue_id).contains(&req.queue_id) {
-                let q = queues.get(&self.cq, req.topic, req.queue_id)?;
-                let unit = CqUnit {
-                    phy_offset: req.commitlog_offset,
-                    size: req.msg_size,
-                    tags_code: req.tags_code,
-                };
-                if q.put(unit, req.queue_offset)? {
-                    queues.last_ts = req.store_timestamp;
+            let batch = match fed.as_mut() {
+                Some(b) => b,
+                None => match feed.take() {
+                    Some(b) => fed.insert(b),
+                    None => {
+                        // Nothing fed: decode the rest from the commit log.
+                        break self.decode_range(log, run, pos, end);
+                    }
+                },
+            };
+            // Fed records below the position were dispatched another way (recovery, decode).
+            let skip = batch.rest().iter().take_while(|r| r.phy < pos).count();
+            batch.next += skip;
+            let Some(&first) = batch.rest().first() else {
+                if let Some(b) = fed.take() {
+                    feed.give_back(b);
                 }
+                continue;
+            };
+            if first.phy > pos {
+                // A gap (the blank record closing a file, or an append not fed): decode it.
+                let stop = first.phy.min(end);
+                match self.decode_range(log, run, pos, stop) {
+                    Ok(next) if next > pos => pos = next,
+                    Ok(_) => break Ok(pos),
+                    Err(e) => break Err(e),
+                }
+                continue;
             }
-            if let Some(index) = index.as_mut() {
-                index.build(&index_request(&req))?;
+            match self.dispatch_fed(batch, run, end) {
+                Ok(next) if next > pos => pos = next,
+                Ok(_) => break Ok(pos),
+                Err(e) => break Err(e),
             }
-            count += 1;
-            // Published per record so readers and the checkpoint see progress.
-            self.reput_from.store(
-                rec.physical_offset as u64 + rec.total_size as u64,
-                Ordering::Release,
-            );
-            Ok(())
-        })?;
-        Ok((next, count))
+        };
+        if let Some(b) = fed {
+            feed.give_back(b);
+        }
+        result
     }
+
+    /// Dispatches the fed records of `batch` from its next one (which starts where dispatch
+    /// stands) while they are contiguous and end by `end`. Returns the position reached.
+    fn dispatch_fed(&self, batch: &mut FedBatch, run: &mut Run<'_>, end: u64) -> Result<u64> {
+        let mut pos = batch.rest().first().map_or(end, |r| r.phy);
+        let mut topic: (u32, &str) = (u32::MAX, "");
+        let mut done = 0;
+        let result = (|| {
+            for r in batch.rest() {
+                if r.phy != pos || r.end() > end {
+                    break;
+                }
+                if topic.0 != r.topic {
+                    let t = batch.topic(r).and_then(|t| std::str::from_utf8(t).ok());
+                    let Some(t) = t else { break };
+                    topic = (r.topic, t);
+                }
+                let Some(props) = batch.props(r) else { break };
+                let facts = DispatchRequest {
+                    topic: topic.1,
+                    queue_id: r.queue_id,
+                    commitlog_offset: r.phy as i64,
+                    msg_size: r.size as i32,
+                    tags_code: 0,
+                    store_timestamp: batch.store_timestamp,
+                    queue_offset: r.queue_offset,
+                    sys_flag: r.sys_flag,
+                    keys: None,
+                    uniq_key: None,
+                };
+                let req = with_properties(facts, props, &self.delay_levels);
+                self.dispatch_one(&req, run)?;
+                pos = r.end();
+                done += 1;
+            }
+            Ok(())
+        })();
+        batch.next += done;
+        result.map(|()| pos)
+    }
+
+    /// Decodes `[from, end)` from the commit log and dispatches each record. Returns where the
+    /// walk stopped.
+    fn decode_range(&self, log: &CommitLog, run: &mut Run<'_>, from: u64, end: u64) -> Result<u64> {
+        log.for_each_record(from, end, |rec, _offset| {
+            let req = dispatch_request(rec, &self.delay_levels);
+            self.dispatch_one(&req, run)
+        })
+    }
+
+    /// Hands one record to the consume queue and the index, then publishes the reput offset
+    /// (per record, so readers and the checkpoint see progress).
+    fn dispatch_one(&self, req: &DispatchRequest<'_>, run: &mut Run<'_>) -> Result<()> {
+        if req.undispatchable() {
+            self.note_undispatchable(req.topic, req.commitlog_offset);
+        }
+        if req.goes_to_cq() && (0..=self.max_queue_id).contains(&req.queue_id) {
+            let q = run.queues.get(&self.cq, req.topic, req.queue_id)?;
+            let unit = CqUnit {
+                phy_offset: req.commitlog_offset,
+                size: req.msg_size,
+                tags_code: req.tags_code,
+            };
+            if q.put(unit, req.queue_offset)? {
+                run.queues.last_ts = req.store_timestamp;
+            }
+        }
+        if let Some(index) = run.index.as_mut() {
+            index.build(&index_request(req))?;
+        }
+        run.count += 1;
+        self.reput_from.store(
+            req.commitlog_offset as u64 + req.msg_size as u64,
+            Ordering::Release,
+        );
+        Ok(())
+    }
+}
+
+/// What one dispatch run holds: the queues it wrote to, the index writer, the records done.
+struct Run<'a> {
+    queues: QueueHandles,
+    index: Option<IndexBatch<'a>>,
+    count: u64,
 }
 
 fn index_request<'a>(req: &DispatchRequest<'a>) -> IndexRequest<'a> {
