@@ -14,7 +14,7 @@ use rocketstore_format::{
 
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::error::{CorruptionKind, Error, Result};
-use crate::feed::Feed;
+use crate::feed::{FedRecord, Feed};
 use crate::message::{PutResult, PutStatus};
 use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy, TransientStorePool};
 use crate::service::allocate::{Allocator, Taken};
@@ -431,13 +431,16 @@ impl CommitLog {
                 pos += m.len;
                 if let Some(b) = fed.as_mut() {
                     b.push(
-                        phy,
-                        m.len,
-                        m.header.queue_id,
-                        m.header.sys_flag,
-                        queue_offset,
                         m.topic,
-                        m.props.clone(),
+                        FedRecord {
+                            phy,
+                            size: m.len as u32,
+                            queue_id: m.header.queue_id,
+                            sys_flag: m.header.sys_flag,
+                            queue_offset,
+                            topic: 0,
+                            props: (m.props.start as u32, m.props.end as u32),
+                        },
                     );
                 }
                 break Ok(PutResult {

@@ -64,36 +64,21 @@ pub(crate) struct FedBatch {
 }
 
 impl FedBatch {
-    /// Notes a record the writer wrote; `props` is its range in the properties buffer given to
-    /// [`Feed::start`]. Consecutive records of one topic share one topic entry.
-    pub(crate) fn push(
-        &mut self,
-        phy: u64,
-        size: usize,
-        queue_id: i32,
-        sys_flag: i32,
-        queue_offset: i64,
-        topic: &str,
-        props: Range<usize>,
-    ) {
-        let same = self.topics.last().is_some_and(|r| {
-            self.bytes.get(r.start as usize..r.end as usize) == Some(topic.as_bytes())
+    /// Notes a record the writer wrote. `r.props` is its range in the properties buffer given
+    /// to [`Feed::start`] and `r.topic` is ignored: consecutive records of one topic share one
+    /// entry of [`FedBatch::topics`].
+    pub(crate) fn push(&mut self, topic: &str, mut r: FedRecord) {
+        let same = self.topics.last().is_some_and(|t| {
+            self.bytes.get(t.start as usize..t.end as usize) == Some(topic.as_bytes())
         });
         if !same {
             let start = self.bytes.len() as u32;
             self.bytes.extend_from_slice(topic.as_bytes());
             self.topics.push(start..self.bytes.len() as u32);
         }
-        let base = self.props_base;
-        self.records.push(FedRecord {
-            phy,
-            size: size as u32,
-            queue_id,
-            sys_flag,
-            queue_offset,
-            topic: (self.topics.len() - 1) as u32,
-            props: (base + props.start as u32, base + props.end as u32),
-        });
+        r.topic = (self.topics.len() - 1) as u32;
+        r.props = (self.props_base + r.props.0, self.props_base + r.props.1);
+        self.records.push(r);
     }
 
     /// The topic of a record (`None` only for a record not pushed through [`FedBatch::push`]).
@@ -213,16 +198,35 @@ impl Feed {
 mod tests {
     use super::*;
 
+    fn rec(
+        phy: u64,
+        size: u32,
+        queue_id: i32,
+        queue_offset: i64,
+        p0: usize,
+        p1: usize,
+    ) -> FedRecord {
+        FedRecord {
+            phy,
+            size,
+            queue_id,
+            sys_flag: 0,
+            queue_offset,
+            topic: 0,
+            props: (p0 as u32, p1 as u32),
+        }
+    }
+
     #[test]
     fn batches_keep_order_topics_and_props() {
         let feed = Feed::default();
         let props = b"TAGS\x01a\x02KEYS\x01k\x02";
         let mut b = feed.start(7, 2, props).unwrap();
-        b.push(100, 50, 1, 0, 3, "T1", 0..7);
-        b.push(150, 60, 2, 0, 4, "T1", 7..props.len());
+        b.push("T1", rec(100, 50, 1, 3, 0, 7));
+        b.push("T1", rec(150, 60, 2, 4, 7, props.len()));
         feed.push(b);
         let mut b = feed.start(8, 1, b"").unwrap();
-        b.push(210, 40, 0, 0, 0, "T2", 0..0);
+        b.push("T2", rec(210, 40, 0, 0, 0, 0));
         feed.push(b);
 
         let mut first = feed.take().unwrap();
@@ -250,7 +254,7 @@ mod tests {
         let b = feed.start(1, MAX_RECORDS, b"").unwrap();
         let mut b2 = b;
         for i in 0..MAX_RECORDS as u64 {
-            b2.push(i * 10, 10, 0, 0, 0, "T", 0..0);
+            b2.push("T", rec(i * 10, 10, 0, 0, 0, 0));
         }
         feed.push(b2);
         assert!(feed.start(1, 1, b"").is_none());
