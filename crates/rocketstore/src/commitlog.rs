@@ -45,6 +45,13 @@ impl Prepared<'_> {
     }
 }
 
+/// Appends whose records average fewer bytes are not fed to dispatch ([`crate::feed`]): the
+/// dispatcher decodes them back from the mapping. Measured (BENCHMARKS.md, "Write path (issue
+/// 12, second pass)"): at 100 B bodies (~280 B records) reading the record back costs dispatch
+/// no more than reading its fed facts, while feeding costs the writer ~25 ns per record; at
+/// 1 KiB and 4 KiB the feed halves dispatch's CPU.
+const FEED_MIN_RECORD_BYTES: usize = 512;
+
 /// State guarded by the put lock.
 #[derive(Debug, Default)]
 struct PutState {
@@ -338,7 +345,14 @@ impl CommitLog {
         let mut pos = 0usize;
         let mut failed: Option<Error> = None;
         let whole_batch = one_queue_batch_len(msgs, self.file_size);
-        let mut fed = self.feed.start(store_ts, msgs.len(), props);
+        // Small records are fed only when they are large enough that decoding them back costs
+        // more than copying their facts (see `FEED_MIN_RECORD_BYTES`).
+        let record_bytes: usize = msgs.iter().map(|m| m.len).sum();
+        let mut fed = if record_bytes >= FEED_MIN_RECORD_BYTES * msgs.len() {
+            self.feed.start(store_ts, msgs.len(), props)
+        } else {
+            None
+        };
         let mut shift = rocketstore_format::prop_crc::BodyShift::default();
         for (i, m) in msgs.iter().enumerate() {
             // The first record of a one-queue batch reserves room for the whole batch.
