@@ -827,6 +827,15 @@ impl CommitLog {
         0
     }
 
+    /// End of the readable bytes of the file holding `offset` (its committed position: with a
+    /// transient write buffer a file's tail may wait to be committed while the writer is in
+    /// the next file); `offset` itself when no file holds it.
+    pub(crate) fn readable_until(&self, offset: u64) -> u64 {
+        self.queue
+            .find(offset)
+            .map_or(offset, |f| f.from() + f.read_position() as u64)
+    }
+
     /// What appends hand the dispatcher.
     pub(crate) fn feed(&self) -> &Feed {
         &self.feed

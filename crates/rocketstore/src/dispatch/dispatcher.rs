@@ -192,7 +192,7 @@ impl Dispatcher {
                 }
                 continue;
             }
-            match self.dispatch_fed(batch, run, end) {
+            match self.dispatch_fed(log, batch, run, end) {
                 Ok(next) if next > pos => pos = next,
                 Ok(_) => break Ok(pos),
                 Err(e) => break Err(e),
@@ -205,15 +205,29 @@ impl Dispatcher {
     }
 
     /// Dispatches the fed records of `batch` from its next one (which starts where dispatch
-    /// stands) while they are contiguous and end by `end`. Returns the position reached.
-    fn dispatch_fed(&self, batch: &mut FedBatch, run: &mut Run<'_>, end: u64) -> Result<u64> {
+    /// stands) while they are contiguous, end by `end` and are readable in their file (a
+    /// reader given the consume queue unit must find the record). Returns the position reached.
+    fn dispatch_fed(
+        &self,
+        log: &CommitLog,
+        batch: &mut FedBatch,
+        run: &mut Run<'_>,
+        end: u64,
+    ) -> Result<u64> {
         let mut pos = batch.rest().first().map_or(end, |r| r.phy);
+        let mut readable = 0u64;
         let mut topic: (u32, &str) = (u32::MAX, "");
         let mut done = 0;
         let result = (|| {
             for r in batch.rest() {
                 if r.phy != pos || r.end() > end {
                     break;
+                }
+                if r.end() > readable {
+                    readable = log.readable_until(r.phy);
+                    if r.end() > readable {
+                        break;
+                    }
                 }
                 if topic.0 != r.topic {
                     let t = batch.topic(r).and_then(|t| std::str::from_utf8(t).ok());
