@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "consume_queue",
             "index",
             "dispatch",
+            "feed",
             "offsets",
             "longpoll",
             "read",

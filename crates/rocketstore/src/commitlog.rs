@@ -14,6 +14,7 @@ use rocketstore_format::{
 
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::error::{CorruptionKind, Error, Result};
+use crate::feed::{FedRecord, Feed};
 use crate::message::{PutResult, PutStatus};
 use crate::segment::{Allocator, Taken};
 use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy, TransientStorePool};
@@ -43,6 +44,13 @@ impl Prepared<'_> {
         t == sysflag::TRANSACTION_NOT_TYPE || t == sysflag::TRANSACTION_COMMIT_TYPE
     }
 }
+
+/// Appends whose records average fewer bytes are not fed to dispatch ([`crate::feed`]): the
+/// dispatcher decodes them back from the mapping. Measured (BENCHMARKS.md, "Write path (issue
+/// 12, second pass)"): at 100 B bodies (~280 B records) reading the record back costs dispatch
+/// no more than reading its fed facts, while feeding costs the writer ~25 ns per record; at
+/// 1 KiB and 4 KiB the feed halves dispatch's CPU.
+const FEED_MIN_RECORD_BYTES: usize = 512;
 
 /// State guarded by the put lock.
 #[derive(Debug, Default)]
@@ -144,6 +152,8 @@ pub(crate) struct CommitLog {
     /// Messages and bytes put per topic (RocketMQ StoreStatsService), updated outside the put
     /// lock once per run of equal topics.
     put_stats: Mutex<HashMap<String, (u64, u64)>>,
+    /// What each append hands the dispatcher (see [`crate::feed`]).
+    feed: Feed,
 }
 
 impl CommitLog {
@@ -196,6 +206,7 @@ impl CommitLog {
             background: cfg.background_threads,
             sync_creations: std::sync::atomic::AtomicU64::new(0),
             put_stats: Mutex::new(HashMap::new()),
+            feed: Feed::default(),
         })
     }
 
@@ -334,6 +345,14 @@ impl CommitLog {
         let mut pos = 0usize;
         let mut failed: Option<Error> = None;
         let whole_batch = one_queue_batch_len(msgs, self.file_size);
+        // Small records are fed only when they are large enough that decoding them back costs
+        // more than copying their facts (see `FEED_MIN_RECORD_BYTES`).
+        let record_bytes: usize = msgs.iter().map(|m| m.len).sum();
+        let mut fed = if record_bytes >= FEED_MIN_RECORD_BYTES * msgs.len() {
+            self.feed.start(store_ts, msgs.len(), props)
+        } else {
+            None
+        };
         let mut shift = rocketstore_format::prop_crc::BodyShift::default();
         for (i, m) in msgs.iter().enumerate() {
             // The first record of a one-queue batch reserves room for the whole batch.
@@ -424,6 +443,20 @@ impl CommitLog {
                     break Err(e);
                 }
                 pos += m.len;
+                if let Some(b) = fed.as_mut() {
+                    b.push(
+                        m.topic,
+                        FedRecord {
+                            phy,
+                            size: m.len as u32,
+                            queue_id: m.header.queue_id,
+                            sys_flag: m.header.sys_flag,
+                            queue_offset,
+                            topic: 0,
+                            props: (m.props.start as u32, m.props.end as u32),
+                        },
+                    );
+                }
                 break Ok(PutResult {
                     status: PutStatus::PutOk,
                     commitlog_offset: phy as i64,
@@ -444,6 +477,9 @@ impl CommitLog {
         if let Some(f) = &file {
             f.set_last_store_timestamp(store_ts);
             f.publish_wrote(pos);
+        }
+        if let Some(b) = fed {
+            self.feed.push(b);
         }
         drop(st);
         self.count_puts(msgs, &results);
@@ -791,8 +827,23 @@ impl CommitLog {
         0
     }
 
+    /// End of the readable bytes of the file holding `offset` (its committed position: with a
+    /// transient write buffer a file's tail may wait to be committed while the writer is in
+    /// the next file); `offset` itself when no file holds it.
+    pub(crate) fn readable_until(&self, offset: u64) -> u64 {
+        self.queue
+            .find(offset)
+            .map_or(offset, |f| f.from() + f.read_position() as u64)
+    }
+
+    /// What appends hand the dispatcher.
+    pub(crate) fn feed(&self) -> &Feed {
+        &self.feed
+    }
+
     /// Sets the recovered end: cursors, dirty tail, files past the end.
     pub(crate) fn truncate_to(&self, end: u64) -> Result<usize> {
+        self.feed.clear();
         let removed = self.queue.truncate_dirty(end)?;
         {
             let mut st = lock(&self.put);

@@ -26,6 +26,7 @@ mod consume_queue;
 mod dispatch;
 mod error;
 pub mod failpoints;
+mod feed;
 mod index;
 mod json;
 mod lock;
@@ -53,6 +54,7 @@ pub use rocketstore_format as format;
 pub use checkpoint::{ABORT_FILE, CHECKPOINT_FILE};
 pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode, StoreConfig};
 pub use dispatch::Subscription;
+pub use dispatch::UndispatchableTopic;
 pub use error::{CorruptionKind, Error, Result};
 pub use message::{
     GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,
@@ -62,7 +64,6 @@ pub use rebuild::{rebuild_indexes, RebuildReport};
 pub use recovery::RecoveryReport;
 pub use rocketstore_format::HostAddr;
 pub use service::cleanup::{CleanupReport, Clock, DiskUsageProbe};
-pub use service::reput::UndispatchableTopic;
 pub use service::ServiceKind;
 pub use signal::Wake;
 pub use stats::StoreStats;

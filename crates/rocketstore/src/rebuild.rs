@@ -16,7 +16,7 @@ use crate::longpoll::PullWaiters;
 use crate::recovery::accept::{check_scan, durable_offset};
 use crate::recovery::queues::max_queue_id;
 use crate::segment::Allocator;
-use crate::service::reput::Dispatcher;
+use crate::dispatch::Dispatcher;
 use crate::signal::{Health, Signal};
 use crate::util::{check_not_symlink, fsync_dir};
 

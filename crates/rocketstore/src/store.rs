@@ -12,6 +12,7 @@ use crate::checkpoint;
 use crate::commitlog::{CommitLog, Prepared, RecordRef};
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::ConsumeQueueStore;
+use crate::dispatch::Dispatcher;
 use crate::dispatch::Subscription;
 use crate::error::{Error, Result};
 use crate::index::IndexService;
@@ -28,7 +29,7 @@ use crate::service::cleanup::{
 };
 use crate::service::flush::{CommitService, FlushService};
 use crate::service::flush_cq::{CheckpointSource, FlushCqService};
-use crate::service::reput::{reput_end, Dispatcher, ReputService};
+use crate::service::reput::{reput_end, ReputService};
 use crate::service::schedule::{ScheduleCore, ScheduleService};
 use crate::service::{spawn, Service, ServiceHandle, ServiceKind};
 use crate::signal::{Health, Signal, Wake};

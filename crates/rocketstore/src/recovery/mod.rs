@@ -39,7 +39,7 @@ use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
 use crate::error::Result;
 use crate::index::IndexService;
-use crate::service::reput::Dispatcher;
+use crate::dispatch::Dispatcher;
 use crate::util::boot_id;
 
 use queues::QueueTails;

@@ -3,6 +3,11 @@
 
 use rocketstore_format::{sysflag, RecordView, SCHEDULE_TOPIC};
 
+mod dispatcher;
+
+pub(crate) use dispatcher::Dispatcher;
+pub use dispatcher::UndispatchableTopic;
+
 /// A property's raw value without building the map (last wins; empty names and values are
 /// skipped): the format crate's one rule.
 pub(crate) use rocketstore_format::property_value as raw_property;
@@ -50,16 +55,40 @@ fn utf8(b: Option<&[u8]>) -> Option<&str> {
 }
 
 /// Builds the dispatch request of a decoded record; `delay_levels` is the level table (ms).
-/// On the schedule topic a positive `DELAY` level makes the tags code the deliver time (§5.2).
-/// A `DELAY` that is not an integer (which RocketMQ's validator rejects; our puts never write
-/// one) leaves the plain tags code, so one odd record cannot stall dispatch.
 pub(crate) fn dispatch_request<'a>(
     rec: &RecordView<'a>,
     delay_levels: &[i64],
 ) -> DispatchRequest<'a> {
-    let props = DispatchProps::scan(rec.properties_raw);
+    let facts = DispatchRequest {
+        topic: rec.topic,
+        queue_id: rec.queue_id,
+        commitlog_offset: rec.physical_offset,
+        msg_size: rec.total_size,
+        tags_code: 0,
+        store_timestamp: rec.store_timestamp,
+        queue_offset: rec.queue_offset,
+        sys_flag: rec.sys_flag,
+        keys: None,
+        uniq_key: None,
+    };
+    with_properties(facts, rec.properties_raw, delay_levels)
+}
+
+/// Completes a dispatch request whose header facts are set from the record's raw properties:
+/// tags code, keys and unique key. Decoded records ([`dispatch_request`]) and records the
+/// writer fed (`crate::feed`) both go through here, so both give the same request.
+///
+/// On the schedule topic a positive `DELAY` level makes the tags code the deliver time (§5.2).
+/// A `DELAY` that is not an integer (which RocketMQ's validator rejects; our puts never write
+/// one) leaves the plain tags code, so one odd record cannot stall dispatch.
+pub(crate) fn with_properties<'a>(
+    mut req: DispatchRequest<'a>,
+    properties_raw: &'a [u8],
+    delay_levels: &[i64],
+) -> DispatchRequest<'a> {
+    let props = DispatchProps::scan(properties_raw);
     let mut tags_code = rocketstore_format::tags_code(utf8(props.tags));
-    if rec.topic == SCHEDULE_TOPIC {
+    if req.topic == SCHEDULE_TOPIC {
         if let Some(delay) = props.delay {
             let level: i64 = std::str::from_utf8(delay)
                 .ok()
@@ -71,22 +100,14 @@ pub(crate) fn dispatch_request<'a>(
                     .get((level - 1) as usize)
                     .copied()
                     .unwrap_or(1000);
-                tags_code = rec.store_timestamp + ms;
+                tags_code = req.store_timestamp + ms;
             }
         }
     }
-    DispatchRequest {
-        topic: rec.topic,
-        queue_id: rec.queue_id,
-        commitlog_offset: rec.physical_offset,
-        msg_size: rec.total_size,
-        tags_code,
-        store_timestamp: rec.store_timestamp,
-        queue_offset: rec.queue_offset,
-        sys_flag: rec.sys_flag,
-        keys: utf8(props.keys),
-        uniq_key: utf8(props.uniq_key),
-    }
+    req.tags_code = tags_code;
+    req.keys = utf8(props.keys);
+    req.uniq_key = utf8(props.uniq_key);
+    req
 }
 
 /// The four properties dispatch reads, found in one pass over the raw properties string with

@@ -1,0 +1,352 @@
+//! The dispatcher (RocketMQ `CommitLogDispatcher`s run by `ReputMessageService` and recovery):
+//! hands each commit log record in `[reput_from, end)`, in order, to the consume queue and index
+//! builders, and keeps where dispatch stands. Used by the reput service, recovery, offline
+//! rebuild, cleanup and the consume-queue flush.
+//!
+//! Re-dispatching a record is harmless: the consume queue skips units it already has (§5.8)
+//! and the index skips records below its last end offset (§6.3).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rocketstore_format::CqUnit;
+
+use crate::commitlog::CommitLog;
+use crate::consume_queue::{ConsumeQueue, ConsumeQueueStore};
+use crate::dispatch::{dispatch_request, with_properties, DispatchRequest};
+use crate::error::Result;
+use crate::feed::FedBatch;
+use crate::index::{IndexBatch, IndexRequest, IndexService};
+use crate::longpoll::PullWaiters;
+
+/// Shared dispatch state: where dispatch stands and what it feeds.
+#[derive(Debug)]
+pub(crate) struct Dispatcher {
+    pub(crate) cq: Arc<ConsumeQueueStore>,
+    pub(crate) index: Option<Arc<IndexService>>,
+    pub(crate) waiters: Arc<PullWaiters>,
+    reput_from: AtomicU64,
+    logics_timestamp: AtomicI64,
+    delay_levels: Vec<i64>,
+    max_queue_id: i32,
+    dispatched: AtomicU64,
+    /// Topics of records that got no consume queue because the topic cannot be a directory
+    /// name: topic -> (records, first commit log offset). See `DispatchRequest::undispatchable`.
+    undispatchable: Mutex<BTreeMap<String, (u64, i64)>>,
+    /// Held by a dispatch run: runs (the reput thread, inline dispatch after puts without
+    /// service threads, recovery) never interleave, so fed and decoded records stay in order.
+    running: Mutex<()>,
+}
+
+/// A topic whose records were kept in the commit log but not dispatched to a consume queue,
+/// because the topic cannot safely be a directory name (see [`crate::Store::undispatchable_topics`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndispatchableTopic {
+    /// The topic as stored in the records.
+    pub topic: String,
+    /// Records of this topic dispatched (index only) since the store was opened.
+    pub records: u64,
+    /// Commit log offset of the first such record seen.
+    pub first_offset: i64,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(
+        cq: Arc<ConsumeQueueStore>,
+        index: Option<Arc<IndexService>>,
+        waiters: Arc<PullWaiters>,
+        reput_from: u64,
+        delay_levels: Vec<i64>,
+        max_queue_id: i32,
+    ) -> Self {
+        Self {
+            cq,
+            index,
+            waiters,
+            reput_from: AtomicU64::new(reput_from),
+            logics_timestamp: AtomicI64::new(0),
+            delay_levels,
+            max_queue_id,
+            dispatched: AtomicU64::new(0),
+            undispatchable: Mutex::new(BTreeMap::new()),
+            running: Mutex::new(()),
+        }
+    }
+
+    /// Notes a record that is kept but gets no consume queue (see [`UndispatchableTopic`]).
+    pub(crate) fn note_undispatchable(&self, topic: &str, offset: i64) {
+        let mut map = crate::util::lock(&self.undispatchable);
+        let e = map.entry(topic.to_string()).or_insert((0, offset));
+        e.0 += 1;
+        e.1 = e.1.min(offset);
+    }
+
+    /// Every topic noted by [`Dispatcher::note_undispatchable`], by topic.
+    pub(crate) fn undispatchable_topics(&self) -> Vec<UndispatchableTopic> {
+        crate::util::lock(&self.undispatchable)
+            .iter()
+            .map(|(t, &(records, first_offset))| UndispatchableTopic {
+                topic: t.clone(),
+                records,
+                first_offset,
+            })
+            .collect()
+    }
+
+    pub(crate) fn reput_from(&self) -> u64 {
+        self.reput_from.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_reput_from(&self, v: u64) {
+        self.reput_from.store(v, Ordering::Release);
+    }
+
+    /// Store time of the last record written to a consume queue (checkpoint logicsMsgTimestamp).
+    pub(crate) fn logics_timestamp(&self) -> i64 {
+        self.logics_timestamp.load(Ordering::Acquire)
+    }
+
+    /// Records dispatched since open.
+    pub(crate) fn dispatched(&self) -> u64 {
+        self.dispatched.load(Ordering::Relaxed)
+    }
+
+    /// Dispatches every record in `[reput_from, end)`. Returns the number of records.
+    ///
+    /// Records the writer fed ([`crate::feed`]) are dispatched from the feed; everything the
+    /// feed does not cover is decoded from the commit log. The consume queue handles and the
+    /// index writer are taken once per run of records, not per record. Runs are serialized.
+    pub(crate) fn dispatch_until(&self, log: &CommitLog, end: u64) -> Result<u64> {
+        let _one_run = crate::util::lock(&self.running);
+        let from = self.reput_from().max(log.min_offset());
+        if from >= end {
+            return Ok(0);
+        }
+        let mut run = Run {
+            queues: QueueHandles::default(),
+            index: match &self.index {
+                Some(i) => Some(i.batch()?),
+                None => None,
+            },
+            count: 0,
+        };
+        let result = self.dispatch_range(log, &mut run, from, end);
+        let Run { queues, count, .. } = run;
+        if let Ok(next) = result {
+            // Past the blank record closing a file too, not only past the last record.
+            self.reput_from.fetch_max(next, Ordering::AcqRel);
+        }
+        if queues.last_ts > 0 {
+            self.logics_timestamp
+                .fetch_max(queues.last_ts, Ordering::AcqRel);
+        }
+        self.dispatched.fetch_add(count, Ordering::Relaxed);
+        self.waiters
+            .notify(queues.touched.iter().map(|q| (q.topic(), q.queue_id())));
+        result.map(|_| count)
+    }
+
+    /// Dispatches `[from, end)`: fed records where the feed covers the position, decoded
+    /// records elsewhere. Returns the position reached.
+    fn dispatch_range(
+        &self,
+        log: &CommitLog,
+        run: &mut Run<'_>,
+        from: u64,
+        end: u64,
+    ) -> Result<u64> {
+        let feed = log.feed();
+        let mut pos = from;
+        let mut fed: Option<FedBatch> = None;
+        let result = loop {
+            if pos >= end {
+                break Ok(pos);
+            }
+            let batch = match fed.as_mut() {
+                Some(b) => b,
+                None => match feed.take() {
+                    Some(b) => fed.insert(b),
+                    None => {
+                        // Nothing fed: decode the rest from the commit log.
+                        break self.decode_range(log, run, pos, end);
+                    }
+                },
+            };
+            // Fed records below the position were dispatched another way (recovery, decode).
+            let skip = batch.rest().iter().take_while(|r| r.phy < pos).count();
+            batch.next += skip;
+            let Some(&first) = batch.rest().first() else {
+                if let Some(b) = fed.take() {
+                    feed.give_back(b);
+                }
+                continue;
+            };
+            if first.phy > pos {
+                // A gap (the blank record closing a file, or an append not fed): decode it.
+                let stop = first.phy.min(end);
+                match self.decode_range(log, run, pos, stop) {
+                    Ok(next) if next > pos => pos = next,
+                    Ok(_) => break Ok(pos),
+                    Err(e) => break Err(e),
+                }
+                continue;
+            }
+            match self.dispatch_fed(log, batch, run, end) {
+                Ok(next) if next > pos => pos = next,
+                Ok(_) => break Ok(pos),
+                Err(e) => break Err(e),
+            }
+        };
+        if let Some(b) = fed {
+            feed.give_back(b);
+        }
+        result
+    }
+
+    /// Dispatches the fed records of `batch` from its next one (which starts where dispatch
+    /// stands) while they are contiguous, end by `end` and are readable in their file (a
+    /// reader given the consume queue unit must find the record). Returns the position reached.
+    fn dispatch_fed(
+        &self,
+        log: &CommitLog,
+        batch: &mut FedBatch,
+        run: &mut Run<'_>,
+        end: u64,
+    ) -> Result<u64> {
+        let mut pos = batch.rest().first().map_or(end, |r| r.phy);
+        let mut readable = 0u64;
+        let mut topic: (u32, &str) = (u32::MAX, "");
+        let mut done = 0;
+        let result = (|| {
+            for r in batch.rest() {
+                if r.phy != pos || r.end() > end {
+                    break;
+                }
+                if r.end() > readable {
+                    readable = log.readable_until(r.phy);
+                    if r.end() > readable {
+                        break;
+                    }
+                }
+                if topic.0 != r.topic {
+                    let t = batch.topic(r).and_then(|t| std::str::from_utf8(t).ok());
+                    let Some(t) = t else { break };
+                    topic = (r.topic, t);
+                }
+                let Some(props) = batch.props(r) else { break };
+                let facts = DispatchRequest {
+                    topic: topic.1,
+                    queue_id: r.queue_id,
+                    commitlog_offset: r.phy as i64,
+                    msg_size: r.size as i32,
+                    tags_code: 0,
+                    store_timestamp: batch.store_timestamp,
+                    queue_offset: r.queue_offset,
+                    sys_flag: r.sys_flag,
+                    keys: None,
+                    uniq_key: None,
+                };
+                let req = with_properties(facts, props, &self.delay_levels);
+                self.dispatch_one(&req, run)?;
+                pos = r.end();
+                done += 1;
+            }
+            Ok(())
+        })();
+        batch.next += done;
+        result.map(|()| pos)
+    }
+
+    /// Decodes `[from, end)` from the commit log and dispatches each record. Returns where the
+    /// walk stopped.
+    fn decode_range(&self, log: &CommitLog, run: &mut Run<'_>, from: u64, end: u64) -> Result<u64> {
+        log.for_each_record(from, end, |rec, _offset| {
+            let req = dispatch_request(rec, &self.delay_levels);
+            self.dispatch_one(&req, run)
+        })
+    }
+
+    /// Hands one record to the consume queue and the index, then publishes the reput offset
+    /// (per record, so readers and the checkpoint see progress).
+    fn dispatch_one(&self, req: &DispatchRequest<'_>, run: &mut Run<'_>) -> Result<()> {
+        if req.undispatchable() {
+            self.note_undispatchable(req.topic, req.commitlog_offset);
+        }
+        if req.goes_to_cq() && (0..=self.max_queue_id).contains(&req.queue_id) {
+            let q = run.queues.get(&self.cq, req.topic, req.queue_id)?;
+            let unit = CqUnit {
+                phy_offset: req.commitlog_offset,
+                size: req.msg_size,
+                tags_code: req.tags_code,
+            };
+            if q.put(unit, req.queue_offset)? {
+                run.queues.last_ts = req.store_timestamp;
+            }
+        }
+        if let Some(index) = run.index.as_mut() {
+            index.build(&index_request(req))?;
+        }
+        run.count += 1;
+        self.reput_from.store(
+            req.commitlog_offset as u64 + req.msg_size as u64,
+            Ordering::Release,
+        );
+        Ok(())
+    }
+}
+
+/// What one dispatch run holds: the queues it wrote to, the index writer, the records done.
+struct Run<'a> {
+    queues: QueueHandles,
+    index: Option<IndexBatch<'a>>,
+    count: u64,
+}
+
+fn index_request<'a>(req: &DispatchRequest<'a>) -> IndexRequest<'a> {
+    IndexRequest {
+        topic: req.topic,
+        phy_offset: req.commitlog_offset,
+        store_timestamp: req.store_timestamp,
+        sys_flag: req.sys_flag,
+        uniq_key: req.uniq_key,
+        keys: req.keys,
+    }
+}
+
+/// The consume queues one dispatch run has written to, looked up in the shared map only the
+/// first time (no lock, hash or `Arc` clone per record); they are also the queues whose long
+/// polls are woken afterwards.
+#[derive(Debug, Default)]
+struct QueueHandles {
+    touched: Vec<Arc<ConsumeQueue>>,
+    /// Index in `touched` of the last hit (consecutive records often share a queue).
+    last: usize,
+    /// Store time of the last record added to a consume queue.
+    last_ts: i64,
+}
+
+impl QueueHandles {
+    fn get(
+        &mut self,
+        cqs: &ConsumeQueueStore,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<&ConsumeQueue> {
+        let hit = |q: &Arc<ConsumeQueue>| q.queue_id() == queue_id && q.topic() == topic;
+        let i = match self.touched.get(self.last) {
+            Some(q) if hit(q) => self.last,
+            _ => match self.touched.iter().position(hit) {
+                Some(i) => i,
+                None => {
+                    self.touched.push(cqs.find_or_create(topic, queue_id)?);
+                    self.touched.len() - 1
+                }
+            },
+        };
+        self.last = i;
+        self.touched.get(i).map(|q| &**q).ok_or_else(|| {
+            crate::error::Error::invalid("dispatch", "consume queue handle vanished")
+        })
+    }
+}
