@@ -10,13 +10,13 @@ use rocketstore_format::{Checkpoint, CheckpointExt};
 use crate::commitlog::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::{ConsumeQueueStore, CONSUME_QUEUE_DIR};
+use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result};
 use crate::index::{IndexService, INDEX_DIR};
 use crate::longpoll::PullWaiters;
 use crate::recovery::accept::{check_scan, durable_offset};
 use crate::recovery::queues::max_queue_id;
 use crate::segment::Allocator;
-use crate::dispatch::Dispatcher;
 use crate::signal::{Health, Signal};
 use crate::util::{check_not_symlink, fsync_dir};
 

@@ -37,9 +37,9 @@ use rocketstore_format::{Checkpoint, RecoveryWindow};
 use crate::commitlog::{CommitLog, ScanEnd};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
+use crate::dispatch::Dispatcher;
 use crate::error::Result;
 use crate::index::IndexService;
-use crate::dispatch::Dispatcher;
 use crate::util::boot_id;
 
 use queues::QueueTails;

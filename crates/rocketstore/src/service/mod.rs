@@ -56,7 +56,6 @@ impl ServiceKind {
     }
 }
 
-
 /// A background service.
 pub(crate) trait Service: Send + 'static {
     /// Thread name suffix: the thread is `rs-<NAME>`.
