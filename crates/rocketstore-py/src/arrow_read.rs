@@ -24,7 +24,7 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rocketstore::format::{parse_properties, HostAddr, OffsetMsgIds, RecordView};
-use rocketstore::{IndexFileEntries, Store};
+use rocketstore::{IndexFileEntries, QueueSpan, Store};
 
 /// Arrow's limit for one string/binary column with 32-bit offsets, with room to spare.
 const MAX_COLUMN_BYTES: usize = (i32::MAX as usize) - (1 << 20);
@@ -513,28 +513,26 @@ pub(crate) fn read_log(
     Ok((cols, next))
 }
 
-/// `get_message_arrow`: records of one queue for queue offsets in `[from, end)`.
-#[allow(clippy::too_many_arguments)]
+/// `get_message_arrow`: records of one queue for queue offsets in `[from, end)` of `span`.
 pub(crate) fn read_queue(
     store: &Store,
-    topic: &str,
-    queue_id: i32,
-    from: i64,
-    end: i64,
-    max: usize,
-    check_crc: bool,
-    tags: Option<&str>,
+    span: &QueueSpan<'_>,
 ) -> rocketstore::Result<(MessageColumns, i64)> {
+    let QueueSpan {
+        topic,
+        queue_id,
+        from,
+        end,
+        max,
+        ..
+    } = *span;
     // Reserve for the rows the queue can hold from `from`, not for `max`: a queue's last call
     // is often short (or empty), and every reserved column is a fresh allocation.
     let left = end
         .min(store.max_offset_in_queue(topic, queue_id))
         .saturating_sub(from.max(store.min_offset_in_queue(topic, queue_id)));
     let mut cols = MessageColumns::new(max.min(usize::try_from(left).unwrap_or(0)));
-    let next =
-        store.visit_queue_records(topic, queue_id, from, end, max, check_crc, tags, |v| {
-            cols.push(v)
-        })?;
+    let next = store.visit_queue_records(span, |v| cols.push(v))?;
     Ok((cols, next))
 }
 

@@ -968,16 +968,16 @@ impl MessageStore {
         let end = end_offset.unwrap_or(i64::MAX);
         let (cols, next) = py
             .detach(|| {
-                arrow_read::read_queue(
-                    &store,
+                let span = rocketstore::QueueSpan {
                     topic,
                     queue_id,
-                    offset,
+                    from: offset,
                     end,
-                    max_messages,
-                    verify_crc,
-                    tags,
-                )
+                    max: max_messages,
+                    check_crc: verify_crc,
+                    subscription: tags,
+                };
+                arrow_read::read_queue(&store, &span)
             })
             .map_err(|e| map_error(py, &e))?;
         Ok((

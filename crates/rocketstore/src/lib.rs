@@ -67,5 +67,5 @@ pub use service::cleanup::{CleanupReport, Clock, DiskUsageProbe};
 pub use service::ServiceKind;
 pub use signal::Wake;
 pub use stats::StoreStats;
-pub use store::{Cursors, GetRecords, IndexFileEntries, RecordHandle, Scanner, Store};
+pub use store::{Cursors, GetRecords, IndexFileEntries, QueueSpan, RecordHandle, Scanner, Store};
 pub use verify::{verify_store, StoreReport, VerifyOptions};

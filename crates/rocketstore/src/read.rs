@@ -104,31 +104,36 @@ pub(crate) fn record_view(r: &RecordRef) -> Option<RecordView<'_>> {
     }
 }
 
+/// What one `getMessage` reads: a queue, from an offset, within the caller's limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueRead<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) queue_id: i32,
+    /// The first consume queue offset to read.
+    pub(crate) offset: i64,
+    pub(crate) max_msgs: usize,
+    pub(crate) max_total_bytes: Option<u64>,
+    pub(crate) sub: &'a Subscription,
+}
+
+/// What one `queryMessage` looks for: a key of a topic, stored within `[begin, end]` (ms).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyQuery<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) key: &'a str,
+    pub(crate) max_num: usize,
+    pub(crate) begin: i64,
+    pub(crate) end: i64,
+}
+
 /// `getMessage` (spec §11.1, 5.x scan rules) returning owned messages.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn get_message(
     log: &CommitLog,
     cqs: &ConsumeQueueStore,
     limits: &ReadLimits,
-    topic: &str,
-    queue_id: i32,
-    offset: i64,
-    max_msgs: usize,
-    max_total_bytes: Option<u64>,
-    sub: &Subscription,
+    q: &QueueRead<'_>,
 ) -> GetResult {
-    let o = get_message_with(
-        log,
-        cqs,
-        limits,
-        topic,
-        queue_id,
-        offset,
-        max_msgs,
-        max_total_bytes,
-        sub,
-        |_, v| StoredMessage::from_view(v),
-    );
+    let o = get_message_with(log, cqs, limits, q, |_, v| StoredMessage::from_view(v));
     GetResult {
         status: o.status,
         next_begin_offset: o.next_begin_offset,
@@ -142,19 +147,21 @@ pub(crate) fn get_message(
 /// each record to take, borrowed from the mapping, as its handle and its view (decoded once;
 /// properties are not parsed, the tag filter reads the `TAGS` value in place). `take` returns
 /// what the caller keeps per message. A missing queue means the queue never existed.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn get_message_with<T>(
     log: &CommitLog,
     cqs: &ConsumeQueueStore,
     limits: &ReadLimits,
-    topic: &str,
-    queue_id: i32,
-    offset: i64,
-    max_msgs: usize,
-    max_total_bytes: Option<u64>,
-    sub: &Subscription,
+    q: &QueueRead<'_>,
     mut take: impl FnMut(&RecordRef, &RecordView<'_>) -> T,
 ) -> GetOutcome<T> {
+    let QueueRead {
+        topic,
+        queue_id,
+        offset,
+        max_msgs,
+        max_total_bytes,
+        sub,
+    } = *q;
     let empty = |status, next, min, max| GetOutcome {
         status,
         next_begin_offset: next,
@@ -267,28 +274,14 @@ pub(crate) fn get_message_with<T>(
 }
 
 /// `queryMessage` (spec §6.6) returning owned messages.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn query_message(
     log: &CommitLog,
     index: &IndexService,
     limits: &ReadLimits,
-    topic: &str,
-    key: &str,
-    max_num: usize,
-    begin: i64,
-    end: i64,
+    q: &KeyQuery<'_>,
 ) -> QueryResult {
-    let (messages, last_update) = query_message_with(
-        log,
-        index,
-        limits,
-        topic,
-        key,
-        max_num,
-        begin,
-        end,
-        |_, v| StoredMessage::from_view(v),
-    );
+    let (messages, last_update) =
+        query_message_with(log, index, limits, q, |_, v| StoredMessage::from_view(v));
     QueryResult {
         messages,
         index_last_update_timestamp: last_update.0,
@@ -313,18 +306,20 @@ fn has_key(v: &RecordView<'_>, key: &str) -> bool {
 /// candidate is checked as a view of the mapping; `take` builds what the caller keeps of a
 /// match. Returns the matches in ascending commit log offset and the index's last update
 /// (timestamp, physical offset).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn query_message_with<T>(
     log: &CommitLog,
     index: &IndexService,
     limits: &ReadLimits,
-    topic: &str,
-    key: &str,
-    max_num: usize,
-    begin: i64,
-    end: i64,
+    q: &KeyQuery<'_>,
     mut take: impl FnMut(&RecordRef, &RecordView<'_>) -> T,
 ) -> (Vec<T>, (i64, i64)) {
+    let KeyQuery {
+        topic,
+        key,
+        max_num,
+        begin,
+        end,
+    } = *q;
     let max_num = max_num.clamp(1, limits.max_msgs_num_batch);
     let mut found: Vec<(i64, T)> = Vec::new();
     let mut last_update = (0, 0);

@@ -35,10 +35,10 @@ use crate::service::{spawn, Service, ServiceHandle, ServiceKind};
 use crate::signal::{Health, Signal, Wake};
 use crate::stats::{StatsCounters, StoreStats};
 use crate::util::{lock, now_ms};
-use crate::validate::{prepare, props_capacity, UniqKeyGen};
+use crate::validate::{prepare, props_capacity, PrepareCtx, UniqKeyGen};
 
 mod views;
-pub use views::{GetRecords, IndexFileEntries, RecordHandle};
+pub use views::{GetRecords, IndexFileEntries, QueueSpan, RecordHandle};
 
 const OPEN: u8 = 0;
 const CLOSING: u8 = 1;
@@ -543,16 +543,19 @@ impl Store {
         let mut prepared = reuse_prepared(std::mem::take(&mut bufs.prepared));
         prepared.reserve(msgs.len());
         let mut last_topic: Option<&str> = None;
+        let ctx = PrepareCtx {
+            cfg: &self.config,
+            file_size: self.log.file_size(),
+            uniq: &self.uniq,
+            now,
+        };
         for (i, m) in msgs.iter().enumerate() {
             let topic_checked = last_topic == Some(m.topic);
             prepared.push(prepare(
                 m,
                 indexed.then_some(i),
                 topic_checked,
-                &self.config,
-                self.log.file_size(),
-                &self.uniq,
-                now,
+                &ctx,
                 &mut props,
             )?);
             last_topic = Some(m.topic);
@@ -980,18 +983,17 @@ impl Store {
     ) -> Result<GetRecords> {
         self.check_readable()?;
         let sub = Subscription::parse(subscription);
-        let o = read::get_message_with(
-            &self.log,
-            &self.cqs,
-            &self.limits,
+        let q = read::QueueRead {
             topic,
             queue_id,
             offset,
-            max_messages,
+            max_msgs: max_messages,
             max_total_bytes,
-            &sub,
-            |r, _| RecordHandle(r.clone()),
-        );
+            sub: &sub,
+        };
+        let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, |r, _| {
+            RecordHandle(r.clone())
+        });
         self.stats.record_get_counts(topic, o.items.len(), o.bytes);
         Ok(GetRecords {
             status: o.status,
@@ -1012,17 +1014,15 @@ impl Store {
         max_total_bytes: Option<u64>,
         sub: &Subscription,
     ) -> GetResult {
-        let r = read::get_message(
-            &self.log,
-            &self.cqs,
-            &self.limits,
+        let q = read::QueueRead {
             topic,
             queue_id,
             offset,
-            max_messages,
+            max_msgs: max_messages,
             max_total_bytes,
             sub,
-        );
+        };
+        let r = read::get_message(&self.log, &self.cqs, &self.limits, &q);
         self.stats.record_get(topic, &r);
         r
     }
@@ -1100,16 +1100,14 @@ impl Store {
                 "the index is disabled (message_index_enable = false)",
             ));
         };
-        let mut result = read::query_message(
-            &self.log,
-            index,
-            &self.limits,
+        let q = read::KeyQuery {
             topic,
             key,
             max_num,
             begin,
             end,
-        );
+        };
+        let mut result = read::query_message(&self.log, index, &self.limits, &q);
         if let Some(tail) = &self.tail_index {
             let max_num = max_num.clamp(
                 1,
@@ -1157,18 +1155,19 @@ impl Store {
                 "the index is disabled (message_index_enable = false)",
             ));
         };
-        Ok(read::query_message_with(
-            &self.log,
-            index,
-            &self.limits,
+        let q = read::KeyQuery {
             topic,
             key,
             max_num,
             begin,
             end,
-            |r, _| RecordHandle(r.clone()),
+        };
+        Ok(
+            read::query_message_with(&self.log, index, &self.limits, &q, |r, _| {
+                RecordHandle(r.clone())
+            })
+            .0,
         )
-        .0)
     }
 
     /// [`Store::look_message_by_offset`] without copying: the record as a [`RecordHandle`]

@@ -124,18 +124,33 @@ pub(crate) fn props_capacity(m: &PutMessage<'_>) -> usize {
     n
 }
 
-/// Checks one message and appends its encoded properties to `props`.
-#[allow(clippy::too_many_arguments)]
+/// What preparing a batch's messages needs from the store, the same for every message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PrepareCtx<'s> {
+    pub(crate) cfg: &'s StoreConfig,
+    /// The commit log's file size (no record may be larger).
+    pub(crate) file_size: u64,
+    pub(crate) uniq: &'s UniqKeyGen,
+    /// The batch's clock (ms), for generated UNIQ_KEYs.
+    pub(crate) now: i64,
+}
+
+/// Checks one message and appends its encoded properties to `props`. `index` is the message's
+/// place in its batch (named in errors); `topic_checked` skips the topic check when the
+/// previous message of the batch had the same topic.
 pub(crate) fn prepare<'a>(
     m: &PutMessage<'a>,
     index: Option<usize>,
     topic_checked: bool,
-    cfg: &StoreConfig,
-    file_size: u64,
-    uniq: &UniqKeyGen,
-    now: i64,
+    ctx: &PrepareCtx<'_>,
     props: &mut Vec<u8>,
 ) -> Result<Prepared<'a>> {
+    let PrepareCtx {
+        cfg,
+        file_size,
+        uniq,
+        now,
+    } = *ctx;
     if !topic_checked {
         validate_topic(m.topic).map_err(|e| field_err("topic", index, e))?;
     }
@@ -387,7 +402,13 @@ mod tests {
         ];
         for m in &msgs {
             let mut props = Vec::new();
-            prepare(m, None, false, &cfg, 1 << 30, &uniq, now_ms(), &mut props).unwrap();
+            let ctx = PrepareCtx {
+                cfg: &cfg,
+                file_size: 1 << 30,
+                uniq: &uniq,
+                now: now_ms(),
+            };
+            prepare(m, None, false, &ctx, &mut props).unwrap();
             assert!(
                 props.len() <= props_capacity(m),
                 "{} > {}",

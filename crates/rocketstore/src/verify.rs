@@ -380,17 +380,9 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
     report.min_offset = lo;
     report.max_offset = hi;
 
-    let scan = scan(
-        &store,
-        &label,
-        lo,
-        hi,
-        file_size,
-        crc,
-        framing,
-        opts.message_digest,
-    );
-    check_framing(&store, &label, &scan, lo, hi, file_size, framing);
+    let span = LogSpan { lo, hi, file_size };
+    let scan = scan(&store, &label, span, crc, framing, opts.message_digest);
+    check_framing(&store, &label, &scan, span, framing);
     let queues = store.consume_queues();
     let units = read_units(&store, &scan, &queues, &label, gap);
     check_consume_queue(&label, &scan, &units, &queues, cq);
@@ -460,18 +452,24 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
     report
 }
 
-/// Reads every record from `lo` to `hi` with CRC checks; a bad record is counted and kept.
-#[allow(clippy::too_many_arguments)]
-fn scan(
-    store: &Store,
-    label: &str,
+/// The commit log range a verification reads: `[lo, hi)` in files of `file_size` bytes.
+#[derive(Debug, Clone, Copy)]
+struct LogSpan {
     lo: u64,
     hi: u64,
     file_size: u64,
+}
+
+/// Reads every record from `lo` to `hi` with CRC checks; a bad record is counted and kept.
+fn scan(
+    store: &Store,
+    label: &str,
+    span: LogSpan,
     crc: &mut Check,
     framing: &mut Check,
     message_digest: Option<bool>,
 ) -> Scan {
+    let LogSpan { lo, hi, file_size } = span;
     let mut s = Scan {
         message_digest,
         ..Scan::default()
@@ -548,15 +546,8 @@ fn scan(
     s
 }
 
-fn check_framing(
-    store: &Store,
-    label: &str,
-    s: &Scan,
-    lo: u64,
-    hi: u64,
-    file_size: u64,
-    check: &mut Check,
-) {
+fn check_framing(store: &Store, label: &str, s: &Scan, span: LogSpan, check: &mut Check) {
+    let LogSpan { lo, hi, file_size } = span;
     check.checked += s.records.len() as u64;
     if let Some((at, reason)) = &store.recovery_report().truncated_at {
         check.fail(format!(

@@ -227,9 +227,9 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// Visits the records of a queue, in queue order, for queue offsets in `[from, end)` (clamped
-    /// to the queue's `[min, max)`), at most `max` records, borrowing each from the mapping.
-    /// `subscription` filters by tags like [`Store::get_message`]; units whose record was
+    /// Visits the records of a queue, in queue order, for queue offsets in `[from, end)` of
+    /// `span` (clamped to the queue's `[min, max)`), at most `max` records, borrowing each from
+    /// the mapping. The span's `subscription` filters by tags like [`Store::get_message`]; units whose record was
     /// already deleted (or whose consume queue file is gone) are skipped. `f` returns `false` to
     /// stop before the record it was given.
     ///
@@ -239,18 +239,20 @@ impl Store {
     /// # Errors
     /// [`Error::Closed`]; a `Corruption` error naming the commit log file and offset when a
     /// unit points at bytes that are not a valid record (or, with `check_crc`, fail their CRC).
-    #[allow(clippy::too_many_arguments)]
     pub fn visit_queue_records(
         &self,
-        topic: &str,
-        queue_id: i32,
-        from: i64,
-        end: i64,
-        max: usize,
-        check_crc: bool,
-        subscription: Option<&str>,
+        span: &QueueSpan<'_>,
         mut f: impl FnMut(&RecordView<'_>) -> bool,
     ) -> Result<i64> {
+        let QueueSpan {
+            topic,
+            queue_id,
+            from,
+            end,
+            max,
+            check_crc,
+            subscription,
+        } = *span;
         self.check_readable()?;
         let Some(cq) = self.cqs.get(topic, queue_id) else {
             return Ok(from);
@@ -350,4 +352,23 @@ impl Store {
             })
             .unwrap_or_default()
     }
+}
+
+/// Which records of one queue [`Store::visit_queue_records`] visits.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueSpan<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The queue id.
+    pub queue_id: i32,
+    /// The first queue offset (clamped up to the queue's minimum).
+    pub from: i64,
+    /// One past the last queue offset (clamped down to the queue's maximum).
+    pub end: i64,
+    /// At most this many records.
+    pub max: usize,
+    /// Check each record's body CRC (a mismatch is a `Corruption` error).
+    pub check_crc: bool,
+    /// A tag filter like [`Store::get_message`]'s `subscription` (`None`: every record).
+    pub subscription: Option<&'a str>,
 }
