@@ -21,7 +21,7 @@ pub(crate) struct ReadLimits {
     disk_count: u64,
     in_memory_window: u64,
     filter_bytes: u64,
-    max_msgs_num_batch: usize,
+    pub(crate) max_msgs_num_batch: usize,
 }
 
 impl ReadLimits {

@@ -1094,12 +1094,7 @@ impl Store {
         end: i64,
     ) -> Result<QueryResult> {
         self.check_readable()?;
-        let Some(index) = &self.index else {
-            return Err(Error::invalid(
-                "key",
-                "the index is disabled (message_index_enable = false)",
-            ));
-        };
+        let index = self.key_index()?;
         let q = read::KeyQuery {
             topic,
             key,
@@ -1109,10 +1104,7 @@ impl Store {
         };
         let mut result = read::query_message(&self.log, index, &self.limits, &q);
         if let Some(tail) = &self.tail_index {
-            let max_num = max_num.clamp(
-                1,
-                usize::try_from(self.config.max_msgs_num_batch).unwrap_or(usize::MAX),
-            );
+            let max_num = max_num.clamp(1, self.limits.max_msgs_num_batch);
             crate::tail_index::add_tail_hits(
                 &self.log,
                 tail,
@@ -1123,6 +1115,16 @@ impl Store {
             );
         }
         Ok(result)
+    }
+
+    /// The index, for key lookups; `InvalidArgument` when it is disabled.
+    fn key_index(&self) -> Result<&IndexService> {
+        self.index.as_deref().ok_or_else(|| {
+            Error::invalid(
+                "key",
+                "the index is disabled (message_index_enable = false)",
+            )
+        })
     }
 
     /// [`Store::query_message`] without copying: the matching records as [`RecordHandle`]s,
@@ -1149,12 +1151,7 @@ impl Store {
                 .filter_map(|o| self.log.record_at(o).map(RecordHandle))
                 .collect());
         }
-        let Some(index) = &self.index else {
-            return Err(Error::invalid(
-                "key",
-                "the index is disabled (message_index_enable = false)",
-            ));
-        };
+        let index = self.key_index()?;
         let q = read::KeyQuery {
             topic,
             key,
