@@ -18,31 +18,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu_seconds() -> float:
-    """utime + stime + cutime + cstime of this process and all its descendants."""
-    stats: dict[int, tuple[int, int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        rest = text[text.rindex(")") + 2 :].split()
-        stats[int(name)] = (int(rest[1]), sum(int(x) for x in rest[11:15]))
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        total += stats.get(pid, (0, 0))[1]
-        todo.extend(children.get(pid, []))
-    return total / _TICK
+# The same process-tree CPU clock as `rocketstore bench --spark`.
+from rocketstore._bench import _tree_cpu_seconds as tree_cpu_seconds
 
 
 class Phase:
