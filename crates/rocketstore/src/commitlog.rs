@@ -17,7 +17,9 @@ use crate::error::{CorruptionKind, Error, Result};
 use crate::feed::{FedRecord, Feed};
 use crate::message::{PutResult, PutStatus};
 use crate::segment::{Allocator, Taken};
-use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy, TransientStorePool};
+use crate::segment::{
+    CreateOptions, FileWriter, MappedFile, MappedFileQueue, SizePolicy, TransientStorePool,
+};
 use crate::signal::{FlushWait, Health, Signal};
 use crate::util::{lock, now_ms};
 
@@ -60,7 +62,8 @@ struct PutState {
     /// Next queue offset per topic, indexed by queue id.
     queue_offsets: HashMap<String, Vec<i64>>,
     last_store_timestamp: i64,
-    current: Option<Arc<MappedFile>>,
+    /// The append handle of the file being written (the only one of that file).
+    current: Option<FileWriter>,
 }
 
 /// Where a record lives, with the file pinned so the bytes stay mapped.
@@ -281,18 +284,17 @@ impl CommitLog {
         )?))
     }
 
-    /// The file the writer appends to, rolling to a new one when the current is full.
-    fn writable_file(&self, st: &mut PutState) -> Result<Arc<MappedFile>> {
-        if let Some(cur) = &st.current {
-            if !cur.is_full() {
-                return Ok(Arc::clone(cur));
-            }
+    /// Makes `current` the handle of the file the writer appends to, rolling to a new file when
+    /// the current one is full.
+    fn writable_file(&self, current: &mut Option<FileWriter>) -> Result<()> {
+        if current.as_ref().is_some_and(|w| !w.file().is_full()) {
+            return Ok(());
         }
-        if st.current.is_none() {
+        if current.is_none() {
             if let Some(last) = self.queue.last() {
                 if !last.is_full() {
-                    st.current = Some(Arc::clone(&last));
-                    return Ok(last);
+                    *current = Some(last.writer()?);
+                    return Ok(());
                 }
             }
         }
@@ -312,11 +314,12 @@ impl CommitLog {
                 file.attach_buffer(buf, Arc::clone(pool));
             }
         }
-        self.queue.push(Arc::clone(&file))?;
-        if let Some(prev) = st.current.replace(Arc::clone(&file)) {
-            prev.munlock();
+        let writer = file.writer()?;
+        self.queue.push(file)?;
+        if let Some(prev) = current.replace(writer) {
+            prev.file().munlock();
         }
-        Ok(file)
+        Ok(())
     }
 
     /// Appends `msgs` under one acquisition of the put lock; `props` holds their encoded
@@ -341,7 +344,9 @@ impl CommitLog {
         }
         let store_ts = now_ms().max(st.last_store_timestamp);
         st.last_store_timestamp = store_ts;
-        let mut file: Option<Arc<MappedFile>> = None;
+        // The handle is taken out of the put state for the batch and put back at its end.
+        let mut current = st.current.take();
+        let mut started = false;
         let mut pos = 0usize;
         let mut failed: Option<Error> = None;
         let whole_batch = one_queue_batch_len(msgs, self.file_size);
@@ -362,27 +367,27 @@ impl CommitLog {
                 m.len
             };
             let written = loop {
-                let f = match &file {
-                    Some(f) if !f.is_full() => Arc::clone(f),
-                    _ => match self.writable_file(&mut st) {
-                        Ok(f) => {
-                            pos = f.wrote();
-                            file = Some(Arc::clone(&f));
-                            f
-                        }
-                        Err(e) => break Err(e),
-                    },
-                };
-                let remaining = f.size() - pos;
-                if need + rocketstore_format::END_FILE_MIN_BLANK_LENGTH > remaining {
-                    f.publish_wrote(pos);
-                    if let Err(e) = f.write_blank(pos) {
+                if !started || current.as_ref().is_none_or(|w| w.file().is_full()) {
+                    if let Err(e) = self.writable_file(&mut current) {
                         break Err(e);
                     }
-                    f.set_last_store_timestamp(store_ts);
+                    started = true;
+                    pos = current.as_ref().map_or(0, |w| w.file().wrote());
+                }
+                let Some(w) = current.as_mut() else {
+                    break Err(Error::Closed);
+                };
+                let f = w.file();
+                let (from, remaining) = (f.from(), f.size() - pos);
+                if need + rocketstore_format::END_FILE_MIN_BLANK_LENGTH > remaining {
+                    w.publish(pos);
+                    if let Err(e) = w.write_blank(pos) {
+                        break Err(e);
+                    }
+                    w.file().set_last_store_timestamp(store_ts);
                     continue;
                 }
-                let phy = f.from() + pos as u64;
+                let phy = from + pos as u64;
                 let dispatched = m.dispatched();
                 let qid = m.header.queue_id as usize;
                 let queue_offset = if dispatched {
@@ -406,7 +411,7 @@ impl CommitLog {
                 let body = m.body;
                 let p = props.get(m.props.clone()).unwrap_or(&[]);
                 let seal = m.prop_crc;
-                let enc = f.write_with(pos, m.len, |dst| {
+                let enc = w.write_with(pos, m.len, |dst| {
                     let body_crc = masked_crc(m.body_crc);
                     encode_record(dst, &hdr, m.version, body, body_crc, m.topic, p)?;
                     if seal {
@@ -474,10 +479,11 @@ impl CommitLog {
                 }
             }
         }
-        if let Some(f) = &file {
-            f.set_last_store_timestamp(store_ts);
-            f.publish_wrote(pos);
+        if let Some(w) = current.as_mut().filter(|_| started) {
+            w.file().set_last_store_timestamp(store_ts);
+            w.publish(pos);
         }
+        st.current = current;
         if let Some(b) = fed {
             self.feed.push(b);
         }
@@ -818,7 +824,7 @@ impl CommitLog {
                 expected_physical_offset: Some(f.from() as i64),
                 ..DecodeOptions::default()
             };
-            if let Ok(Decoded::Message(rec)) = decode_record(view, &opts) {
+            if let Ok(Decoded::Message(rec)) = decode_record(&view, &opts) {
                 if rec.store_timestamp != 0 && rec.store_timestamp <= min_timestamp {
                     return i;
                 }
@@ -844,11 +850,9 @@ impl CommitLog {
     /// Sets the recovered end: cursors, dirty tail, files past the end.
     pub(crate) fn truncate_to(&self, end: u64) -> Result<usize> {
         self.feed.clear();
+        // The append handle goes first: truncation needs the files to itself.
+        lock(&self.put).current = None;
         let removed = self.queue.truncate_dirty(end)?;
-        {
-            let mut st = lock(&self.put);
-            st.current = None;
-        }
         self.health.publish_flushed(end);
         Ok(removed)
     }
@@ -872,8 +876,8 @@ impl CommitLog {
     pub(crate) fn release_writer(&self) {
         let mut st = lock(&self.put);
         st.closed = true;
-        if let Some(f) = st.current.take() {
-            f.munlock();
+        if let Some(w) = st.current.take() {
+            w.file().munlock();
         }
     }
 }

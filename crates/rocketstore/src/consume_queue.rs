@@ -7,10 +7,11 @@
 //!   logical offset `n` lives at byte `n * 20`. A put that would leave a gap is refused with a
 //!   typed [`Error::Corruption`] instead of being written (RocketMQ writes it at the wrong place).
 //! - **Publish after write.** The 20 bytes of a unit (and any pre-fill units before it) are in the
-//!   mapping before the file's `wrote` cursor is published with `Release`; readers only slice
-//!   below the published position (mmap invariant 3), so they never see a torn unit.
+//!   mapping before the file's `wrote` cursor is published with `Release`; the mapping hands
+//!   readers only bytes below the published position, so they never see a torn unit.
 //! - **One writer.** Every mutation (put, recover, truncate, delete, correct-min, destroy) runs
-//!   under the queue's write lock; readers (`get`, `units_from`, `offset_by_time`) take no lock.
+//!   under the queue's write lock, which keeps the last file's one append handle
+//!   ([`FileWriter`]); readers (`get`, `units_from`, `offset_by_time`) take no lock.
 //! - **`min <= max`.** [`ConsumeQueue::min_offset`] never exceeds [`ConsumeQueue::max_offset`] and
 //!   never points before the first file.
 //! - **Paths are built from validated components only**: a topic that passes
@@ -28,7 +29,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use rocketstore_format::{is_safe_topic_dir, offset_to_file_name, CqUnit, CQ_STORE_UNIT_SIZE};
 
 use crate::error::{CorruptionKind, Error, Result};
-use crate::segment::{CreateOptions, MappedFile, MappedFileQueue, SizePolicy};
+use crate::segment::{CreateOptions, FileWriter, MappedFile, MappedFileQueue, SizePolicy};
 use crate::util::{check_not_symlink, fsync_dir, lock};
 
 /// Name of the consume-queue directory under the store root.
@@ -133,7 +134,8 @@ pub(crate) struct ConsumeQueue {
     /// `recover` ended on a damaged unit (non-zero but invalid) or dropped later files: units
     /// were lost, so store recovery re-derives this queue's tail from the commit log.
     damaged_tail: AtomicBool,
-    write_lock: Mutex<()>,
+    /// The one writer's lock; holds the append handle of the file last written.
+    write_lock: Mutex<Option<FileWriter>>,
 }
 
 /// A cursor over one consume queue file: yields `(queue offset, unit)` decoded in place
@@ -203,7 +205,7 @@ impl ConsumeQueue {
             min_logic_offset: AtomicI64::new(0),
             needs_recovery: AtomicBool::new(loaded),
             damaged_tail: AtomicBool::new(false),
-            write_lock: Mutex::new(()),
+            write_lock: Mutex::new(None),
         })
     }
 
@@ -228,9 +230,9 @@ impl ConsumeQueue {
     /// writable file's stale tail is zero-filled. Keeps: a read-only queue's bytes are never
     /// changed. `max_physic_offset` := end of the last valid unit (pre-fill units excluded, see
     /// [`ConsumeQueue::max_physic_offset`]). Recovery only: it reads and zero-fills bytes above
-    /// the recovered end, so it must run before readers are served (mmap invariant 3).
+    /// the recovered end, which fails while a reader still holds the files.
     pub(crate) fn recover(&self) -> Result<()> {
-        let _g = lock(&self.write_lock);
+        let _g = self.lock_exclusive();
         let files = self.files.files();
         if files.is_empty() {
             self.max_physic_offset.store(-1, Ordering::Release);
@@ -252,7 +254,7 @@ impl ConsumeQueue {
             })?;
             let mut pos = 0usize;
             while pos + UNIT <= f.size() {
-                match unit_in(view, pos) {
+                match unit_in(&view, pos) {
                     Some(u) if u.is_valid() => {
                         if !u.is_prefill() {
                             last_end = unit_end(&u);
@@ -322,7 +324,7 @@ impl ConsumeQueue {
                 ),
             ));
         }
-        let _g = lock(&self.write_lock);
+        let mut writer = lock(&self.write_lock);
         if self.needs_recovery.load(Ordering::Acquire) {
             return Err(self.corrupt(0, "put before recover on a loaded consume queue".into()));
         }
@@ -363,7 +365,7 @@ impl ConsumeQueue {
             // Readers see `min == max` until the units are published (min is clamped to max).
             self.min_logic_offset
                 .store(to_i64(expect), Ordering::Release);
-            self.append(&file, pos, &unit)?;
+            self.append(&mut writer, &file, pos, &unit)?;
         } else {
             let Some(f) = last else {
                 return Err(self.corrupt(expect, "consume queue has no file".into()));
@@ -387,9 +389,9 @@ impl ConsumeQueue {
             }
             if f.is_full() {
                 let next = self.create_file(f.from() + fs)?;
-                self.append(&next, 0, &unit)?;
+                self.append(&mut writer, &next, 0, &unit)?;
             } else {
-                self.append(&f, f.wrote(), &unit)?;
+                self.append(&mut writer, &f, f.wrote(), &unit)?;
             }
         }
         self.max_physic_offset
@@ -397,8 +399,31 @@ impl ConsumeQueue {
         Ok(true)
     }
 
-    /// Writes pre-fill units over `[wrote, pos)` and `unit` at `pos`, then publishes `pos + 20`.
-    fn append(&self, file: &MappedFile, pos: usize, unit: &CqUnit) -> Result<()> {
+    /// The writer lock with no append handle held: recovery and truncation read and rewrite
+    /// files regardless of their cursors, which needs them unclaimed.
+    fn lock_exclusive(&self) -> std::sync::MutexGuard<'_, Option<FileWriter>> {
+        let mut g = lock(&self.write_lock);
+        *g = None;
+        g
+    }
+
+    /// Writes pre-fill units over `[wrote, pos)` and `unit` at `pos`, then publishes `pos + 20`,
+    /// through `slot`, the append handle of the file last written (claimed when `file` is
+    /// another one).
+    fn append(
+        &self,
+        slot: &mut Option<FileWriter>,
+        file: &Arc<MappedFile>,
+        pos: usize,
+        unit: &CqUnit,
+    ) -> Result<()> {
+        let writer = match slot {
+            Some(w) if Arc::ptr_eq(w.file(), file) => w,
+            _ => {
+                *slot = None;
+                slot.insert(file.writer()?)
+            }
+        };
         let start = file.wrote();
         if pos < start || !pos.is_multiple_of(UNIT) || !start.is_multiple_of(UNIT) {
             return Err(self.corrupt(
@@ -408,7 +433,7 @@ impl ConsumeQueue {
         }
         let blank = CqUnit::PREFILL.encode();
         let encoded = unit.encode();
-        file.write_with(start, pos - start + UNIT, |dst| {
+        writer.write_with(start, pos - start + UNIT, |dst| {
             let (prefill, last) = dst.split_at_mut(pos - start);
             for chunk in prefill.chunks_exact_mut(UNIT) {
                 chunk.copy_from_slice(&blank);
@@ -416,7 +441,7 @@ impl ConsumeQueue {
             last.copy_from_slice(&encoded);
         })?;
         // Release: the bytes above are in place before readers can see them.
-        file.publish_wrote(pos + UNIT);
+        writer.publish(pos + UNIT);
         Ok(())
     }
 
@@ -660,9 +685,9 @@ impl ConsumeQueue {
     /// writable file are zero-filled; a read-only queue only drops files from its list.
     /// `max_physic_offset` := end of the last kept unit (-1 if none). Keeps `min <= max`.
     /// Recovery only (after commit-log recovery, before readers are served): it rewrites bytes
-    /// that were published before (mmap invariant 3).
+    /// that were published before, which fails while a reader still holds the file.
     pub(crate) fn truncate_dirty(&self, phy_offset: u64) -> Result<()> {
-        let _g = lock(&self.write_lock);
+        let _g = self.lock_exclusive();
         let limit = to_i64(phy_offset);
         let mut last_end = -1i64;
         loop {
@@ -674,7 +699,7 @@ impl ConsumeQueue {
             let mut pos = 0usize;
             if let Some(view) = f.recovery_view(0) {
                 while pos + UNIT <= f.size() {
-                    match unit_in(view, pos) {
+                    match unit_in(&view, pos) {
                         Some(u) if u.is_valid() && u.phy_offset < limit => {
                             if !u.is_prefill() {
                                 last_end = unit_end(&u);
@@ -686,7 +711,10 @@ impl ConsumeQueue {
                 }
             }
             if pos > 0 {
-                self.files.truncate_dirty(f.from() + pos as u64)?;
+                let end = f.from() + pos as u64;
+                // The file queue rewrites the file only if nobody else holds it.
+                drop(f);
+                self.files.truncate_dirty(end)?;
                 break;
             }
             // The first unit is invalid or at/after the limit: the whole file goes.
@@ -915,7 +943,7 @@ impl ConsumeQueue {
                 path: self.dir.clone(),
             });
         }
-        let _g = lock(&self.write_lock);
+        let _g = self.lock_exclusive();
         while let Some(f) = self.files.pop_first() {
             f.destroy()?;
         }
@@ -941,9 +969,9 @@ impl ConsumeQueue {
     /// Recovery repair: drops every unit at or after `cq_offset` (the rest of its file is
     /// zero-filled, later files deleted; a `cq_offset` before the first file empties the queue)
     /// and recomputes `max_physic_offset` from the units kept. Recovery only, before readers
-    /// are served (mmap invariant 3).
+    /// are served (it fails while a reader still holds the file it cuts).
     pub(crate) fn truncate_to_offset(&self, cq_offset: i64) -> Result<()> {
-        let _g = lock(&self.write_lock);
+        let _g = self.lock_exclusive();
         let bytes = u64::try_from(cq_offset.max(0))
             .unwrap_or(0)
             .saturating_mul(UNIT_U64);

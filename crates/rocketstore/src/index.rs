@@ -6,16 +6,17 @@
 //! `entries` 20-byte entries (layout and helpers from [`rocketstore_format::index`]). The
 //! dispatcher is the only writer; queries run concurrently from other threads. The mmap rules
 //! (module `mmap`) are kept like this:
-//! - **Header fields and hash slots are rewritten in place**, so they are only ever accessed
-//!   through [`crate::mmap::MmapRegion::atomic_u32`] / `atomic_u64`, holding big-endian values
-//!   (`to_be` / `from_be`). They are never read through a byte slice. (This is why the byte-slice
-//!   helpers `put_key` / `walk_chain` / `read_slot` of the format crate are not used on live
-//!   files: they would alias those words.)
-//! - **Entries are append-only.** Entry `n` is written (a plain write above the watermark) before
-//!   the header's `indexCount` is raised past it and before the slot pointing at it is stored,
-//!   both with `Release`. A reader loads the slot, then `indexCount` (both `Acquire`) and only
-//!   reads entries numbered below that count, so every entry it slices is complete and never
-//!   written again.
+//! - **Header fields and hash slots are rewritten in place**: the mapping's
+//!   [`crate::mmap::AppendRegion`] declares them its atomic prefix, so they can only be reached
+//!   through `atomic_u32` / `atomic_u64` (holding big-endian values, `to_be` / `from_be`), never
+//!   through a byte slice. (This is why the byte-slice helpers `put_key` / `walk_chain` /
+//!   `read_slot` of the format crate are not used on live files.)
+//! - **Entries are append-only.** The region's watermark is the end of entry `indexCount - 1`.
+//!   Entry `n` is written through the batch's [`crate::mmap::AppendWriter`] (the only one of the
+//!   file) and published before the header's `indexCount` is raised past it and before the slot
+//!   pointing at it is stored, all with `Release`. A reader loads the slot, then `indexCount`
+//!   (both `Acquire`) and only reads entries numbered below that count; a slice of any entry
+//!   above the watermark is refused by the region itself.
 //! - **Chain walks are bounded**: entry numbers must strictly decrease along a chain and stay
 //!   below the published count and the entry capacity, so a corrupt file (cycles, garbage
 //!   pointers) ends the walk after at most `indexCount` steps.
@@ -33,6 +34,7 @@ use rocketstore_format::{
 };
 
 use crate::error::{CorruptionKind, Error, Result};
+use crate::mmap::AppendWriter;
 use crate::segment::{CreateOptions, MappedFile};
 use crate::util::{check_not_symlink, fsync_dir, lock};
 
@@ -74,6 +76,8 @@ pub(crate) struct IndexBatch<'a> {
     _writer: std::sync::MutexGuard<'a, ()>,
     /// The newest file of the service (the list cannot change while the writer lock is held).
     newest: Option<Arc<IndexFile>>,
+    /// The entry write handle of `newest`, claimed on first use.
+    entries: Option<AppendWriter>,
 }
 
 impl IndexBatch<'_> {
@@ -117,18 +121,31 @@ impl IndexBatch<'_> {
         Ok(())
     }
 
-    /// The newest file, rolled to a new one first if it is full (or there is none).
-    fn writable(&mut self) -> Result<&IndexFile> {
+    /// The newest file and its entry write handle, rolled to a new file first if it is full
+    /// (or there is none).
+    fn writable(&mut self) -> Result<(&IndexFile, &mut AppendWriter)> {
         if self.newest.as_ref().is_none_or(|f| f.is_full()) {
+            self.entries = None;
             self.newest = Some(self.service.last_writable_file()?);
         }
-        self.newest.as_deref().ok_or_else(|| {
+        let file = self.newest.as_deref().ok_or_else(|| {
             Error::corruption(
                 &self.service.dir,
                 0,
                 CorruptionKind::Invalid("no writable index file".into()),
             )
-        })
+        })?;
+        let writer = match &mut self.entries {
+            Some(w) => w,
+            slot => slot.insert(file.file.region().writer().ok_or_else(|| {
+                Error::corruption(
+                    file.file.path(),
+                    0,
+                    CorruptionKind::Invalid("index file held by another writer".into()),
+                )
+            })?),
+        };
+        Ok((file, writer))
     }
 
     fn put_key(
@@ -142,10 +159,8 @@ impl IndexBatch<'_> {
         }
         // A fresh file always has room (entries >= 2), so this rolls at most once.
         for _ in 0..2 {
-            if self
-                .writable()?
-                .put_key(hash, req.phy_offset, req.store_timestamp)?
-            {
+            let (file, writer) = self.writable()?;
+            if file.put_key(writer, hash, req.phy_offset, req.store_timestamp)? {
                 return Ok(());
             }
         }
@@ -196,22 +211,31 @@ struct IndexFile {
 
 impl IndexFile {
     fn new(file: MappedFile, name: String, slots: u32, entries: u32) -> Result<Self> {
-        let f = Self {
+        let mut f = Self {
             file,
             name,
             slots,
             entries,
         };
+        // Header and slots are the mapping's atomic prefix; entries are published up to the
+        // header's `indexCount` (set once the header can be read).
+        let words = usize::try_from(entry_position(slots, 0))
+            .ok()
+            .filter(|&w| w <= f.file.size());
+        if let Some(words) = words {
+            f.file.set_layout(words, words)?;
+        }
         // Every word accessed atomically must be in bounds and aligned (the mapping is
         // page-aligned, so this only fails for an impossible layout).
-        let ok = [
-            H_BEGIN_TIMESTAMP,
-            H_END_TIMESTAMP,
-            H_BEGIN_PHY_OFFSET,
-            H_END_PHY_OFFSET,
-        ]
-        .iter()
-        .all(|&o| f.file.region().atomic_u64(o).is_some())
+        let ok = words.is_some()
+            && [
+                H_BEGIN_TIMESTAMP,
+                H_END_TIMESTAMP,
+                H_BEGIN_PHY_OFFSET,
+                H_END_PHY_OFFSET,
+            ]
+            .iter()
+            .all(|&o| f.file.region().atomic_u64(o).is_some())
             && f.file.region().atomic_u32(H_HASH_SLOT_COUNT).is_some()
             && f.file.region().atomic_u32(H_INDEX_COUNT).is_some()
             && slots > 0
@@ -225,7 +249,17 @@ impl IndexFile {
                 reason: "index file layout cannot be mapped".into(),
             });
         }
+        let count = u32::try_from(f.index_count()).unwrap_or(1);
+        f.publish_entries_below(count)?;
         Ok(f)
+    }
+
+    /// Sets the entry watermark to the end of entry `count - 1` (exclusive: it may lower it).
+    fn publish_entries_below(&mut self, count: u32) -> Result<()> {
+        let words = usize::try_from(entry_position(self.slots, 0)).unwrap_or(usize::MAX);
+        let end = usize::try_from(entry_position(self.slots, count.min(self.entries)))
+            .unwrap_or(usize::MAX);
+        self.file.set_layout(words, end)
     }
 
     fn load_i64(&self, off: usize) -> i64 {
@@ -295,18 +329,25 @@ impl IndexFile {
         i64::from(self.index_count()) >= i64::from(self.entries)
     }
 
-    /// Entry `n`; the caller guarantees `n` is below the published `indexCount` (or the file has
-    /// no writer), so the bytes are never written while the slice lives.
+    /// Entry `n`, or `None` if it is not published (at or above `indexCount`) or not in the
+    /// file.
     fn entry(&self, n: u32) -> Option<IndexEntry> {
         if n >= self.entries {
             return None;
         }
         let pos = usize::try_from(entry_position(self.slots, n)).ok()?;
-        IndexEntry::decode(self.file.region().slice(pos, INDEX_ENTRY_SIZE)?)
+        IndexEntry::decode(self.file.region().read(pos, INDEX_ENTRY_SIZE)?)
     }
 
-    /// RocketMQ `IndexFile.putKey` (§6.4). Returns `Ok(false)` if the file is full.
-    fn put_key(&self, key_hash: i32, phy_offset: i64, store_timestamp: i64) -> Result<bool> {
+    /// RocketMQ `IndexFile.putKey` (§6.4) through the file's entry write handle `writer`.
+    /// Returns `Ok(false)` if the file is full.
+    fn put_key(
+        &self,
+        writer: &mut AppendWriter,
+        key_hash: i32,
+        phy_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<bool> {
         let count = self.index_count();
         let Ok(n) = u32::try_from(count) else {
             return Ok(false);
@@ -331,13 +372,13 @@ impl IndexFile {
             .map_err(|_| Error::corruption(self.file.path(), 0, CorruptionKind::BadLength))?;
         self.file
             .ensure_allocated(pos as u64 + INDEX_ENTRY_SIZE as u64)?;
-        // Entry n is above the published count: no reader slices it yet (append-only region).
-        self.file
-            .region()
+        // Entry n is above the watermark: no reader can slice it yet.
+        writer
             .write(pos, &entry.encode())
             .ok_or_else(|| Error::ReadOnly {
                 path: self.file.path().to_path_buf(),
             })?;
+        writer.publish(pos + INDEX_ENTRY_SIZE);
         if count <= 1 {
             self.store_i64(H_BEGIN_PHY_OFFSET, phy_offset);
             self.store_i64(H_BEGIN_TIMESTAMP, store_timestamp);
@@ -435,6 +476,7 @@ impl IndexFile {
             .min(self.file.size());
         self.file
             .region()
+            .mapping()
             .flush_range(0, end)
             .map_err(|e| Error::io("msync", self.file.path(), e))?;
         #[cfg(feature = "powerloss")]
@@ -446,9 +488,9 @@ impl IndexFile {
     /// header words and slots may hold anything a power loss left): header end values from
     /// entry `count - 1` (`store_time_of` gives its record's store time), `indexCount = count`,
     /// and every hash slot rebuilt from the kept entries. Entries past `count` are left as they
-    /// are: nothing reads past `indexCount` and the next puts overwrite them. Single writer
-    /// (recovery), so plain loads of entries below `count` are sound.
-    fn cut_to(&self, count: u32, store_time_of: &dyn Fn(i64) -> Option<i64>) -> Result<()> {
+    /// are: the watermark is lowered with the count, so nothing reads them and the next puts
+    /// overwrite them. Exclusive (recovery), since it re-opens published entries for writing.
+    fn cut_to(&mut self, count: u32, store_time_of: &dyn Fn(i64) -> Option<i64>) -> Result<()> {
         let Some(last) = self.entry(count.saturating_sub(1)) else {
             return Err(Error::corruption(
                 self.file.path(),
@@ -479,6 +521,7 @@ impl IndexFile {
         self.store_i64(H_END_TIMESTAMP, end_ts);
         self.store_i32(H_HASH_SLOT_COUNT, used);
         self.store_i32(H_INDEX_COUNT, count as i32);
+        self.publish_entries_below(count)?;
         self.flush_prefix(count)
     }
 
@@ -491,6 +534,7 @@ impl IndexFile {
         let len = self.file.size();
         self.file
             .region()
+            .mapping()
             .flush_range(0, len)
             .map_err(|e| Error::io("msync", self.file.path(), e))?;
         #[cfg(feature = "powerloss")]
@@ -705,6 +749,7 @@ impl IndexService {
             service: self,
             _writer: guard,
             newest,
+            entries: None,
         })
     }
 
@@ -898,20 +943,29 @@ impl IndexService {
         store_time_of: &dyn Fn(i64) -> Option<i64>,
     ) -> Result<bool> {
         let _w = lock(&self.writer);
-        let files = self.snapshot();
-        let Some(pos) = files
-            .iter()
-            .position(|f| f.name.parse::<i64>().ok() == Some(file))
-        else {
-            return Ok(false);
+        let pos = {
+            let mut list = self.write();
+            let Some(pos) = list
+                .iter()
+                .position(|f| f.name.parse::<i64>().ok() == Some(file))
+            else {
+                return Ok(false);
+            };
+            if list.get(pos).is_none_or(|t| count > t.entries) {
+                return Ok(false);
+            }
+            // The mark's `count` entries are durable whatever the header's count says; the file
+            // is cut to at most them or removed below, so publish exactly them.
+            in_use(&self.dir, list.get_mut(pos).and_then(Arc::get_mut))?
+                .publish_entries_below(count)?;
+            pos
         };
-        if files.get(pos).is_none_or(|t| count > t.entries) {
-            return Ok(false);
-        }
+        let files = self.snapshot();
         let end = i64::try_from(commitlog_end).unwrap_or(i64::MAX);
         // From the mark's file back: keep the durable entries that name records the commit log
         // kept (entries run in commit log order, so a binary search finds the first to drop).
         let mut first_doomed = pos + 1;
+        let mut cut = None;
         for (i, f) in files.iter().enumerate().take(pos + 1).rev() {
             let durable = if i == pos {
                 count
@@ -930,13 +984,21 @@ impl IndexService {
             let keep = lo;
             if keep > 1 {
                 if i == pos || keep < durable {
-                    f.cut_to(keep, store_time_of)?;
+                    cut = Some((i, keep));
                 }
                 break;
             }
             first_doomed = i;
         }
-        self.remove(files.get(first_doomed..).unwrap_or(&[]))?;
+        let doomed = files.get(first_doomed..).unwrap_or(&[]).to_vec();
+        drop(files);
+        if let Some((i, keep)) = cut {
+            // Exclusive: nobody else may hold the file whose published entries are cut.
+            let mut list = self.write();
+            in_use(&self.dir, list.get_mut(i).and_then(Arc::get_mut))?
+                .cut_to(keep, store_time_of)?;
+        }
+        self.remove(&doomed)?;
         let full_end = self
             .snapshot()
             .iter()
@@ -1082,6 +1144,18 @@ impl IndexService {
             })
             .collect()
     }
+}
+
+/// `file`, or the error of a recovery step that needs an index file to itself while someone
+/// else still holds it.
+fn in_use<'a>(dir: &Path, file: Option<&'a mut IndexFile>) -> Result<&'a mut IndexFile> {
+    file.ok_or_else(|| {
+        Error::corruption(
+            dir,
+            0,
+            CorruptionKind::Invalid("index file in use during recovery".into()),
+        )
+    })
 }
 
 /// Adds 1 to a string of decimal digits, keeping its width (a fallback for index file names that

@@ -1,33 +1,50 @@
 //! Memory-mapped regions: the only module of the engine that contains `unsafe`.
 //!
-//! A [`MmapRegion`] is a fixed-length shared mapping of a store file (or an anonymous mapping used
-//! as a transient write buffer). It hands out byte slices and performs raw writes; it knows
-//! nothing about records, cursors or files. The callers in `segment` publish watermarks
-//! (`wrote`, `committed`, `flushed`) that decide which bytes may be read and which may still be
-//! written. The soundness of the `unsafe` blocks below rests on these module invariants, which
-//! every caller in the crate upholds (each `// SAFETY:` comment names the one it relies on):
+//! Three types carry the rules of shared mappings, so that no caller has to promise anything:
+//!
+//! - [`MmapRegion`] is a fixed-length shared mapping of a store file (or an anonymous mapping
+//!   used as a transient write buffer). It offers no byte access of its own, only what cannot
+//!   alias bytes: its length, `msync`, `madvise`, `mlock`.
+//! - [`AppendRegion`] owns one `MmapRegion` and its **published watermark**. Its bytes are cut
+//!   into three ranges: `[0, words)` is a prefix of words rewritten in place (index headers and
+//!   hash slots), reachable only as atomics; `[words, published)` is published and immutable,
+//!   reachable only as shared slices (`read`); `[published, len)` belongs to the single writer.
+//!   Readers load `published` with `Acquire`; any number of threads may read.
+//! - [`AppendWriter`] is the one write handle of an `AppendRegion` (claimed with
+//!   [`AppendRegion::writer`]; a second claim is refused until the first is dropped). It writes
+//!   only at or above the watermark, and `publish` raises the watermark with `Release` after the
+//!   bytes are in place; it never lowers it.
+//!
+//! Lowering the watermark (recovery cutting a torn tail, a pooled buffer reused for a new file)
+//! or writing bytes regardless of it (warm-up) takes `&mut AppendRegion`: the borrow checker
+//! then proves that no reader slice, atomic or writer handle is alive. Callers reach it through
+//! `Arc::get_mut` and get an error, not a race, when someone still holds the region.
+//!
+//! The soundness of the `unsafe` blocks below rests on these numbered invariants (each
+//! `// SAFETY:` comment names the ones it relies on). Invariants 3 and 4 are kept by the types
+//! of this module; 1, 2 and 5 concern the file and the mapping's lifetime:
 //!
 //! 1. **Exclusive directory.** A writable store root is locked with an exclusive `flock` on
 //!    `<root>/lock`, so no other process of ours maps its files for writing, and no other code
 //!    writes them. Read-only opens of a foreign store do not lock; they document that the files
 //!    must not be modified or truncated while they are open (a truncated file raises SIGBUS on
-//!    access, which is a crash, not memory corruption).
-//! 2. **Never shrink a mapped file.** Files are created at full size (`fallocate`) before they
-//!    are mapped, mapped with exactly their length (checked at map time), and never truncated
-//!    while mapped: recovery zero-fills a dirty tail instead of calling `set_len`.
-//! 3. **Append-only ranges.** Bytes below a published watermark (loaded with `Acquire`) are never
-//!    written again while the region is alive, so shared slices over them are sound. Recovery
-//!    rewrites bytes above the watermark it recovers, before the store serves any read.
-//! 4. **One writer above the watermark.** Bytes at or above a watermark are written only by the
-//!    single owner of that region's write side (the commit log's put lock, the dispatcher for a
-//!    consume queue or index file, the commit service for a transient buffer), and only through
-//!    the raw-pointer methods here, over ranges disjoint from every slice handed to readers.
-//!    Words that are rewritten in place while readers may look at them (index headers and hash
-//!    slots) are accessed only through atomics ([`MmapRegion::atomic_u32`] /
-//!    [`MmapRegion::atomic_u64`]).
-//! 5. **Deletion waits for readers.** A region is unmapped only when its owner (an
-//!    `Arc<MappedFile>`) is dropped, i.e. after the last reader let go; unlinking the file while
-//!    it is still mapped is fine on POSIX systems.
+//!    access, which is a crash, not memory corruption). No type can express what another
+//!    process does; this is the one invariant the engine states rather than checks.
+//! 2. **Never shrink a mapped file.** Files are mapped with exactly their length (checked in
+//!    [`MmapRegion::map_file`]), and no engine code truncates a mapped file: recovery zero-fills
+//!    a dirty tail through [`AppendRegion::zero_tail`] instead of calling `set_len`.
+//! 3. **Published bytes are immutable.** Bytes in `[words, published)` are never written while
+//!    the region is shared: the only writers are an [`AppendWriter`] (which writes at or above
+//!    the watermark and only raises it) and `&mut AppendRegion` methods (which no shared
+//!    borrow can outlive). So shared slices over them are sound.
+//! 4. **One writer above the watermark; words only as atomics.** At most one [`AppendWriter`]
+//!    exists per region (an atomic claim flag, set once per handle, not per write), so the
+//!    bytes it writes are disjoint from every slice handed to readers and from every other
+//!    write. The `[0, words)` prefix is never sliced, only accessed through
+//!    [`AppendRegion::atomic_u32`] / [`AppendRegion::atomic_u64`].
+//! 5. **Unmap after the last user.** A mapping is unmapped only when its `AppendRegion` is
+//!    dropped; every slice and atomic borrows it, and writer handles hold an `Arc` of it.
+//!    Unlinking the file while it is still mapped is fine on POSIX systems.
 //!
 //! Every method bounds-checks its range and returns `None` (or an error) instead of touching
 //! memory outside the mapping.
@@ -35,11 +52,13 @@
 
 use std::fs::File;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-/// A fixed-length memory mapping of a file, or an anonymous one.
+/// A fixed-length memory mapping of a file, or an anonymous one. Its bytes are reached only
+/// through the [`AppendRegion`] that owns it.
 #[derive(Debug)]
 pub(crate) struct MmapRegion {
     raw: MmapRaw,
@@ -96,103 +115,43 @@ impl MmapRegion {
         self.len
     }
 
-    fn check(&self, offset: usize, len: usize) -> Option<()> {
-        let end = offset.checked_add(len)?;
-        (end <= self.len).then_some(())
+    fn in_bounds(&self, offset: usize, len: usize) -> bool {
+        offset.checked_add(len).is_some_and(|end| end <= self.len)
     }
 
-    /// A shared view of `[offset, offset + len)`, or `None` if the range leaves the mapping.
+    /// A shared view of `[offset, offset + len)`.
     ///
-    /// Callers only ask for ranges below a published watermark (invariant 3).
-    pub(crate) fn slice(&self, offset: usize, len: usize) -> Option<&[u8]> {
-        self.check(offset, len)?;
+    /// # Safety
+    /// `[offset, offset + len)` must be inside the mapping, and no byte of it may be written
+    /// (through any pointer or by another thread) while the returned slice is alive.
+    unsafe fn bytes(&self, offset: usize, len: usize) -> &[u8] {
         if len == 0 {
-            return Some(&[]);
+            return &[];
         }
-        // SAFETY: the range is inside the mapping (checked above), the mapping lives as long as
-        // `&self`, and by invariant 3 no byte of a range below a published watermark is written
-        // while the region is alive, so no `&mut` or raw write aliases this shared slice.
-        Some(unsafe { std::slice::from_raw_parts(self.raw.as_ptr().add(offset), len) })
+        // SAFETY: the caller guarantees the bounds and the absence of writers (this function's
+        // contract); the mapping outlives `&self` (invariant 5).
+        unsafe { std::slice::from_raw_parts(self.raw.as_ptr().add(offset), len) }
     }
 
-    /// Copies `data` to `offset`. Returns `None` (and writes nothing) if the range leaves the
-    /// mapping or the region is read-only.
-    pub(crate) fn write(&self, offset: usize, data: &[u8]) -> Option<()> {
-        self.check(offset, data.len())?;
-        if !self.writable {
-            return None;
-        }
-        // SAFETY: the destination range is inside the writable mapping (checked above); by
-        // invariant 4 the caller is the single writer of this range and no reader holds a slice
-        // over it; `data` cannot overlap the destination because readers' slices never cover
-        // bytes above the watermark.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.raw.as_mut_ptr().add(offset),
-                data.len(),
-            );
-        }
-        Some(())
-    }
-
-    /// Runs `f` over a mutable view of `[offset, offset + len)`, for encoding in place.
-    /// Returns `None` if the range leaves the mapping or the region is read-only.
-    pub(crate) fn write_with<R>(
+    /// Runs `f` over a mutable view of `[offset, offset + len)`.
+    ///
+    /// # Safety
+    /// The mapping must be writable, `[offset, offset + len)` must be inside it, and no other
+    /// reference to or access of any byte of that range may exist while `f` runs.
+    unsafe fn with_bytes_mut<R>(
         &self,
         offset: usize,
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Option<R> {
-        self.check(offset, len)?;
-        if !self.writable {
-            return None;
-        }
+    ) -> R {
         if len == 0 {
-            return Some(f(&mut []));
+            return f(&mut []);
         }
-        // SAFETY: inside the writable mapping (checked above). By invariant 4 the caller is the
-        // only writer of this range and it lies above every published watermark, so no shared
-        // slice aliases it; the `&mut` does not escape `f` because of the closure's signature.
+        // SAFETY: bounds, writability and exclusivity are this function's contract; the `&mut`
+        // does not escape `f` because of the closure's signature.
         let view =
             unsafe { std::slice::from_raw_parts_mut(self.raw.as_mut_ptr().add(offset), len) };
-        Some(f(view))
-    }
-
-    /// Fills `[offset, offset + len)` with zeros (recovery of a dirty tail).
-    pub(crate) fn zero(&self, offset: usize, len: usize) -> Option<()> {
-        self.check(offset, len)?;
-        if !self.writable {
-            return None;
-        }
-        // SAFETY: inside the writable mapping (checked above); recovery zero-fills only bytes
-        // above the watermark it recovered, before any reader is served (invariant 3 and 4).
-        unsafe { std::ptr::write_bytes(self.raw.as_mut_ptr().add(offset), 0, len) };
-        Some(())
-    }
-
-    /// The 4-byte aligned word at `offset`, viewed as an atomic (index headers and hash slots).
-    pub(crate) fn atomic_u32(&self, offset: usize) -> Option<&AtomicU32> {
-        self.check(offset, 4)?;
-        let ptr = self.raw.as_ptr().wrapping_add(offset);
-        if !(ptr as usize).is_multiple_of(std::mem::align_of::<AtomicU32>()) {
-            return None;
-        }
-        // SAFETY: the word is inside the mapping and suitably aligned (checked above); AtomicU32
-        // has the layout of u32; shared memory may be accessed atomically from many threads, and
-        // by invariant 4 in-place rewritten words are only ever accessed through these atomics.
-        Some(unsafe { AtomicU32::from_ptr(ptr.cast_mut().cast::<u32>()) })
-    }
-
-    /// The 8-byte aligned word at `offset`, viewed as an atomic.
-    pub(crate) fn atomic_u64(&self, offset: usize) -> Option<&AtomicU64> {
-        self.check(offset, 8)?;
-        let ptr = self.raw.as_ptr().wrapping_add(offset);
-        if !(ptr as usize).is_multiple_of(std::mem::align_of::<AtomicU64>()) {
-            return None;
-        }
-        // SAFETY: as in `atomic_u32`: in bounds, aligned, same layout as u64, invariant 4.
-        Some(unsafe { AtomicU64::from_ptr(ptr.cast_mut().cast::<u64>()) })
+        f(view)
     }
 
     /// Synchronously writes `[offset, offset + len)` back to the file (`msync(MS_SYNC)`).
@@ -200,7 +159,7 @@ impl MmapRegion {
         if len == 0 {
             return Ok(());
         }
-        if self.check(offset, len).is_none() {
+        if !self.in_bounds(offset, len) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "flush range out of bounds",
@@ -210,8 +169,9 @@ impl MmapRegion {
     }
 
     /// Pre-faults every page for writing (`MADV_POPULATE_WRITE`), so the writer never takes a
-    /// page fault on this mapping. Falls back to touching one byte per page when the kernel does
-    /// not support the advice.
+    /// page fault on this mapping. Where the kernel lacks that advice it falls back to
+    /// `MADV_WILLNEED` (read-ahead): the mapping may be shared with a writer, so it never
+    /// touches a byte.
     ///
     /// Works in 32 MiB steps and stops early when `stop()` returns true (a closing store does
     /// not wait for a whole file to be pre-faulted).
@@ -226,36 +186,11 @@ impl MmapRegion {
             match self.raw.advise_range(Advice::PopulateWrite, at, len) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(22) => {
-                    self.touch_pages(at, at + len, |_| Ok(()))?
+                    self.raw.advise_range(Advice::WillNeed, at, len)?
                 }
                 Err(e) => return Err(e),
             }
             at += len;
-        }
-        Ok(())
-    }
-
-    /// Writes a zero byte at the start of every 4 KiB page in `[from, to)` (RocketMQ's
-    /// `warmMappedFile`); `every` is called after each page with the page count so far.
-    pub(crate) fn touch_pages(
-        &self,
-        from: usize,
-        to: usize,
-        mut every: impl FnMut(usize) -> io::Result<()>,
-    ) -> io::Result<()> {
-        let to = to.min(self.len);
-        let mut pos = from;
-        let mut pages = 0usize;
-        while pos < to {
-            if self.write(pos, &[0]).is_none() {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    "read-only mapping",
-                ));
-            }
-            pages += 1;
-            every(pages)?;
-            pos += 4096;
         }
         Ok(())
     }
@@ -276,26 +211,321 @@ impl MmapRegion {
     }
 }
 
+/// A mapping with a published watermark: `[0, words)` atomic words, `[words, published)`
+/// immutable published bytes, `[published, len)` the single writer's (see the module docs).
+#[derive(Debug)]
+pub(crate) struct AppendRegion {
+    map: MmapRegion,
+    /// End of the prefix accessed only through atomics (0 for plain append-only files).
+    words: usize,
+    /// Bytes `[words, published)` are readable and never written again while shared.
+    published: AtomicUsize,
+    /// An [`AppendWriter`] exists.
+    claimed: AtomicBool,
+}
+
+impl AppendRegion {
+    /// Wraps `map` with `words` atomic prefix bytes and `published` bytes already readable
+    /// (both clamped to the mapping; `published` to at least `words`).
+    pub(crate) fn new(map: MmapRegion, words: usize, published: usize) -> Self {
+        let words = words.min(map.len);
+        let published = published.clamp(words, map.len);
+        Self {
+            map,
+            words,
+            published: AtomicUsize::new(published),
+            claimed: AtomicBool::new(false),
+        }
+    }
+
+    /// The mapping, for what touches no byte (msync, madvise, mlock).
+    pub(crate) fn mapping(&self) -> &MmapRegion {
+        &self.map
+    }
+
+    /// The published watermark (`Acquire`: pairs with [`AppendWriter::publish`]).
+    pub(crate) fn published(&self) -> usize {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// Published bytes `[offset, offset + len)`, or `None` if any of them is not published
+    /// (below `words`, at or above the watermark, or outside the mapping).
+    #[inline]
+    pub(crate) fn read(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        let end = offset.checked_add(len)?;
+        if offset < self.words || end > self.published() {
+            return None;
+        }
+        // SAFETY: `[offset, end)` lies in `[words, published)` and `published <= len`, so it is
+        // inside the mapping; published bytes are never written while the region is shared
+        // (invariant 3: the only writer writes at or above the watermark, invariant 4) and the
+        // slice borrows `self`, which keeps the mapping alive (invariant 5).
+        Some(unsafe { self.map.bytes(offset, len) })
+    }
+
+    /// Published bytes from `offset` to the watermark, or `None` if `offset` is not in
+    /// `[words, published]`.
+    #[inline]
+    pub(crate) fn read_from(&self, offset: usize) -> Option<&[u8]> {
+        let end = self.published();
+        if offset < self.words || offset > end {
+            return None;
+        }
+        // SAFETY: as in `read` (invariants 3, 4 and 5): `[offset, end)` is published.
+        Some(unsafe { self.map.bytes(offset, end - offset) })
+    }
+
+    fn word_ptr(&self, offset: usize, size: usize) -> Option<*mut u8> {
+        let end = offset.checked_add(size)?;
+        if end > self.words {
+            return None;
+        }
+        let ptr = self.map.raw.as_mut_ptr().wrapping_add(offset);
+        (ptr as usize).is_multiple_of(size).then_some(ptr)
+    }
+
+    /// The 4-byte aligned word at `offset` of the atomic prefix (index headers and hash slots).
+    pub(crate) fn atomic_u32(&self, offset: usize) -> Option<&AtomicU32> {
+        let ptr = self.word_ptr(offset, 4)?;
+        // SAFETY: the word is inside the mapping (`words <= len`) and aligned (checked above);
+        // AtomicU32 has the layout of u32; the prefix `[0, words)` is never sliced nor written
+        // other than through these atomics (invariant 4), and the reference borrows `self`
+        // (invariant 5).
+        Some(unsafe { AtomicU32::from_ptr(ptr.cast::<u32>()) })
+    }
+
+    /// The 8-byte aligned word at `offset` of the atomic prefix.
+    pub(crate) fn atomic_u64(&self, offset: usize) -> Option<&AtomicU64> {
+        let ptr = self.word_ptr(offset, 8)?;
+        // SAFETY: as in `atomic_u32`: in bounds, aligned, same layout as u64, invariants 4, 5.
+        Some(unsafe { AtomicU64::from_ptr(ptr.cast::<u64>()) })
+    }
+
+    /// Claims the single write handle, or `None` while another one exists.
+    pub(crate) fn writer(self: &Arc<Self>) -> Option<AppendWriter> {
+        // Acquire: the previous handle's writes (released on its drop) happen before ours.
+        self.claimed
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        Some(AppendWriter {
+            region: Arc::clone(self),
+        })
+    }
+
+    /// Sets the watermark to `published` (clamped), lower or higher. Exclusive: recovery
+    /// cutting a torn tail, a pooled buffer reused for another file.
+    pub(crate) fn reset(&mut self, published: usize) {
+        *self.published.get_mut() = published.clamp(self.words, self.map.len);
+    }
+
+    /// Re-cuts the region: `[0, words)` becomes the atomic prefix and `[words, published)` the
+    /// published bytes (clamped as in [`AppendRegion::new`]). Exclusive.
+    pub(crate) fn set_layout(&mut self, words: usize, published: usize) {
+        self.words = words.min(self.map.len);
+        self.reset(published);
+    }
+
+    /// Zero-fills every non-zero 64 KiB chunk of `[from, len)` (recovery of a dirty tail, above
+    /// the watermark it recovered). Returns the bytes zeroed, `None` if the mapping is
+    /// read-only or `from` is in the atomic prefix.
+    pub(crate) fn zero_dirty(&mut self, from: usize) -> Option<usize> {
+        const CHUNK: usize = 64 * 1024;
+        static ZEROS: [u8; CHUNK] = [0; CHUNK];
+        if !self.map.writable || from < self.words {
+            return None;
+        }
+        let mut zeroed = 0;
+        let mut at = from;
+        while at < self.map.len {
+            let len = CHUNK.min(self.map.len - at);
+            // SAFETY: `[at, at + len)` is inside the mapping; `&mut self` proves that no slice,
+            // atomic or writer handle of this region is alive (invariants 3 and 4), and the view
+            // ends before the next write.
+            let dirty = unsafe { self.map.bytes(at, len) } != &ZEROS[..len];
+            if dirty {
+                // SAFETY: in bounds, writable (checked above), exclusive through `&mut self`.
+                unsafe { self.map.with_bytes_mut(at, len, |b| b.fill(0)) };
+                zeroed += len;
+            }
+            at += len;
+        }
+        Some(zeroed)
+    }
+
+    /// Writes a zero byte at the start of every 4 KiB page in `[from, to)` (RocketMQ's
+    /// `warmMappedFile`, on a new file nobody else holds yet); `every` is called after each page
+    /// with the mapping and the page count so far.
+    pub(crate) fn touch_pages(
+        &mut self,
+        from: usize,
+        to: usize,
+        mut every: impl FnMut(&MmapRegion, usize) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if !self.map.writable {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "read-only mapping",
+            ));
+        }
+        let to = to.min(self.map.len);
+        let mut pos = from.max(self.words);
+        let mut pages = 0usize;
+        while pos < to {
+            // SAFETY: `pos < len`, writable (checked above); `&mut self` proves no other access
+            // to the region is alive (invariants 3 and 4).
+            unsafe { self.map.with_bytes_mut(pos, 1, |b| b[0] = 0) };
+            pages += 1;
+            every(&self.map, pages)?;
+            pos += 4096;
+        }
+        Ok(())
+    }
+}
+
+/// The single write handle of an [`AppendRegion`] (invariant 4): writes at or above the
+/// watermark, then publishes them. Dropping it lets another handle be claimed.
+#[derive(Debug)]
+pub(crate) struct AppendWriter {
+    region: Arc<AppendRegion>,
+}
+
+impl Drop for AppendWriter {
+    fn drop(&mut self) {
+        // Release: our writes happen before the next handle's (its claim is Acquire).
+        self.region.claimed.store(false, Ordering::Release);
+    }
+}
+
+impl AppendWriter {
+    /// The region this handle writes.
+    pub(crate) fn region(&self) -> &Arc<AppendRegion> {
+        &self.region
+    }
+
+    /// The watermark (only this handle moves it, so no ordering is needed to read it here).
+    #[inline]
+    pub(crate) fn published(&self) -> usize {
+        self.region.published.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` over a mutable view of `[offset, offset + len)`, for encoding in place. Returns
+    /// `None` (running nothing) if the range starts below the watermark or the atomic prefix,
+    /// leaves the mapping, or the mapping is read-only.
+    #[inline]
+    pub(crate) fn write_with<R>(
+        &mut self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Option<R> {
+        let r = &self.region;
+        let end = offset.checked_add(len)?;
+        if !r.map.writable || offset < r.words || offset < self.published() || end > r.map.len {
+            return None;
+        }
+        // SAFETY: inside the writable mapping and at or above the watermark and the atomic
+        // prefix (checked above). This is the region's only write handle (invariant 4) and
+        // `&mut self` excludes its own views, so no slice, atomic or other write aliases the
+        // range (invariant 3: readers only see bytes below the watermark).
+        Some(unsafe { r.map.with_bytes_mut(offset, len, f) })
+    }
+
+    /// Copies `data` to `offset`; `None` as in [`AppendWriter::write_with`].
+    pub(crate) fn write(&mut self, offset: usize, data: &[u8]) -> Option<()> {
+        self.write_with(offset, data.len(), |dst| dst.copy_from_slice(data))
+    }
+
+    /// Raises the watermark to `end` (clamped to the mapping) with `Release`: every byte below
+    /// it must be in place. Never lowers it.
+    #[inline]
+    pub(crate) fn publish(&mut self, end: usize) {
+        let end = end.min(self.region.map.len);
+        if end > self.published() {
+            self.region.published.store(end, Ordering::Release);
+        }
+    }
+
+    /// Any bytes from `offset` to the end of the mapping, published or not (recovery reads
+    /// what a crash left above the watermark), or `None` if `offset` is in the atomic prefix
+    /// or past the end. No write can happen while the view lives: writes need `&mut self`.
+    pub(crate) fn view_from(&self, offset: usize) -> Option<&[u8]> {
+        let r = &self.region;
+        if offset < r.words || offset > r.map.len {
+            return None;
+        }
+        // SAFETY: inside the mapping (checked above) and outside the atomic prefix; bytes
+        // below the watermark are never written (invariant 3), bytes above it only by this
+        // handle (invariant 4), which the shared borrow of `self` keeps from writing; the
+        // handle's `Arc` keeps the mapping alive (invariant 5).
+        Some(unsafe { r.map.bytes(offset, r.map.len - offset) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use std::sync::atomic::Ordering;
 
     #[test]
-    fn bounds_are_checked() {
-        let r = MmapRegion::anonymous(8192).unwrap();
-        assert!(r.slice(8190, 3).is_none());
-        assert!(r.slice(usize::MAX, 2).is_none());
-        assert!(r.write(8191, &[1, 2]).is_none());
-        assert!(r.write(8190, &[1, 2]).is_some());
-        assert_eq!(r.slice(8190, 2).unwrap(), &[1, 2]);
-        assert!(r.atomic_u32(2).is_none());
-        assert!(r.atomic_u64(8188).is_none());
-        r.atomic_u32(4).unwrap().store(7, Ordering::Release);
-        assert_eq!(r.slice(4, 4).unwrap(), &7u32.to_ne_bytes());
-        r.zero(0, 8192).unwrap();
-        assert_eq!(r.write_with(10, 4, |b| b.len()), Some(4));
+    fn bounds_and_watermark_are_checked() {
+        let r = Arc::new(AppendRegion::new(
+            MmapRegion::anonymous(8192).unwrap(),
+            0,
+            0,
+        ));
+        assert!(r.read(0, 1).is_none(), "nothing published yet");
+        assert_eq!(r.read(0, 0), Some(&[][..]));
+        let mut w = r.writer().unwrap();
+        assert!(r.writer().is_none(), "one writer at a time");
+        assert!(w.write(8191, &[1, 2]).is_none());
+        assert!(w.write(usize::MAX, &[1, 2]).is_none());
+        assert!(w.write(8190, &[1, 2]).is_some());
+        assert!(r.read(8190, 2).is_none(), "not published");
+        w.publish(usize::MAX);
+        assert_eq!(r.published(), 8192);
+        assert_eq!(r.read(8190, 2).unwrap(), &[1, 2]);
+        assert!(r.read(8190, 3).is_none());
+        assert!(
+            w.write(8190, &[3]).is_none(),
+            "published bytes are immutable"
+        );
+        w.publish(10);
+        assert_eq!(r.published(), 8192, "publish never lowers");
+        assert_eq!(r.read_from(8190).unwrap(), &[1, 2]);
+        assert!(r.read_from(8193).is_none());
+        assert!(r.atomic_u32(0).is_none(), "no atomic prefix");
+        drop(w);
+        let w2 = r.writer().unwrap();
+        assert_eq!(w2.view_from(8190).unwrap(), &[1, 2]);
+        drop(w2);
+        let mut r = Arc::try_unwrap(r).unwrap();
+        r.reset(4096);
+        assert_eq!(r.published(), 4096);
+        assert_eq!(r.zero_dirty(4096), Some(4096));
+        assert_eq!(r.zero_dirty(4096), Some(0));
+    }
+
+    #[test]
+    fn atomic_prefix_is_never_sliced() {
+        let r = Arc::new(AppendRegion::new(
+            MmapRegion::anonymous(8192).unwrap(),
+            64,
+            0,
+        ));
+        assert_eq!(r.published(), 64, "the watermark starts after the words");
+        assert!(r.atomic_u32(2).is_none(), "misaligned");
+        assert!(r.atomic_u64(60).is_none(), "crosses the prefix end");
+        r.atomic_u32(60).unwrap().store(7, Ordering::Release);
+        r.atomic_u64(0).unwrap().store(9, Ordering::Release);
+        assert!(r.read(60, 4).is_none());
+        assert!(r.read_from(0).is_none());
+        let mut w = r.writer().unwrap();
+        assert!(w.write(60, &[0; 4]).is_none());
+        assert!(w.view_from(0).is_none());
+        assert!(w.write(64, &[5; 4]).is_some());
+        w.publish(68);
+        assert_eq!(r.read(64, 4).unwrap(), &[5; 4]);
+        assert_eq!(r.atomic_u32(60).unwrap().load(Ordering::Acquire), 7);
     }
 
     #[test]
@@ -311,11 +541,24 @@ mod tests {
             .unwrap();
         f.set_len(4096).unwrap();
         assert!(MmapRegion::map_file(&f, 8192, true).is_err());
-        let r = MmapRegion::map_file(&f, 4096, true).unwrap();
-        r.write(0, b"lock").unwrap();
-        r.flush_range(0, 4).unwrap();
-        let ro = MmapRegion::map_file(&f, 4096, false).unwrap();
-        assert!(ro.write(0, b"x").is_none());
-        assert_eq!(ro.slice(0, 4).unwrap(), b"lock");
+        let r = Arc::new(AppendRegion::new(
+            MmapRegion::map_file(&f, 4096, true).unwrap(),
+            0,
+            0,
+        ));
+        let mut w = r.writer().unwrap();
+        w.write(0, b"lock").unwrap();
+        w.publish(4);
+        r.mapping().flush_range(0, 4).unwrap();
+        let ro = Arc::new(AppendRegion::new(
+            MmapRegion::map_file(&f, 4096, false).unwrap(),
+            0,
+            4,
+        ));
+        assert!(ro.writer().unwrap().write(4, b"x").is_none(), "read-only");
+        assert_eq!(ro.read(0, 4).unwrap(), b"lock");
+        let mut ro = Arc::try_unwrap(ro).unwrap();
+        assert!(ro.touch_pages(0, 4096, |_, _| Ok(())).is_err());
+        assert!(ro.zero_dirty(0).is_none());
     }
 }

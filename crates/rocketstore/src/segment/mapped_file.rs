@@ -9,6 +9,15 @@
 //!   never past bytes a failed flush covered.
 //!
 //! Invariant: `flushed <= committed-or-wrote <= wrote <= size`. Readers see `[0, read_position)`.
+//!
+//! How the types keep the mmap rules (module `mmap`): the file's mapping is an
+//! [`AppendRegion`] whose watermark *is* the read position, so [`MappedFile::slice`] cannot hand
+//! out a byte the writer may still write. Appends go through the one [`FileWriter`] of a file
+//! (claimed with [`MappedFile::writer`]; it writes the transient buffer when one is attached,
+//! else the mapping), the commit service claims the mapping's write handle for each copy, and
+//! what rewrites published bytes (`set_positions`, `zero_dirty_tail`, `warm`) takes
+//! `&mut MappedFile`, which the file queue gets with `Arc::get_mut` only while nobody else holds
+//! the file.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -18,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 #[cfg_attr(not(feature = "failpoints"), allow(unused_imports))]
 use crate::failpoints as fp;
-use crate::mmap::MmapRegion;
+use crate::mmap::{AppendRegion, AppendWriter, MmapRegion};
 use crate::segment::pool::TransientStorePool;
 use crate::util::lock;
 
@@ -46,7 +55,7 @@ const ALLOC_STEP: u64 = 1 << 20;
 /// A transient write buffer borrowed from the pool.
 #[derive(Debug)]
 struct Borrowed {
-    region: Arc<MmapRegion>,
+    region: Arc<AppendRegion>,
     pool: Arc<TransientStorePool>,
 }
 
@@ -61,13 +70,17 @@ pub(crate) struct MappedFile {
     file: File,
     from: u64,
     size: usize,
-    region: MmapRegion,
+    /// The mapping; its watermark is the read position (`committed` with a transient buffer,
+    /// else `wrote`).
+    map: Arc<AppendRegion>,
     writable: bool,
     buffer: Mutex<Option<Borrowed>>,
     has_buffer: AtomicBool,
     wrote: AtomicUsize,
     committed: AtomicUsize,
     flushed: AtomicUsize,
+    /// Serializes commits (the commit service and a flush-until-durable caller).
+    commit_lock: Mutex<()>,
     last_store_timestamp: AtomicI64,
     locked: AtomicBool,
     removed: AtomicBool,
@@ -114,7 +127,7 @@ impl MappedFile {
                 #[cfg(feature = "powerloss")]
                 crate::powerloss::created(path, size);
             }
-            let mf = Self::map(
+            let mut mf = Self::map(
                 path,
                 file.try_clone().map_err(|e| Error::io("dup", path, e))?,
                 from,
@@ -122,7 +135,7 @@ impl MappedFile {
                 true,
             )?;
             mf.allocated.store(allocated, Ordering::Release);
-            mf.set_positions(0);
+            mf.set_positions(0)?;
             if let Some(warm) = opts.warm {
                 mf.warm(warm)?;
             }
@@ -154,13 +167,14 @@ impl MappedFile {
             file,
             from,
             size,
-            region,
+            map: Arc::new(AppendRegion::new(region, 0, size)),
             writable,
             buffer: Mutex::new(None),
             has_buffer: AtomicBool::new(false),
             wrote: AtomicUsize::new(size),
             committed: AtomicUsize::new(size),
             flushed: AtomicUsize::new(size),
+            commit_lock: Mutex::new(()),
             last_store_timestamp: AtomicI64::new(0),
             locked: AtomicBool::new(false),
             removed: AtomicBool::new(false),
@@ -172,10 +186,22 @@ impl MappedFile {
         &self.path
     }
 
-    /// The mapping itself, for structures that rewrite words in place through atomics (index
-    /// headers and hash slots, mmap invariant 4).
-    pub(crate) fn region(&self) -> &MmapRegion {
-        &self.region
+    /// The mapping, for structures that rewrite words in place through atomics (index headers
+    /// and hash slots) and publish their own entries (mmap invariant 4).
+    pub(crate) fn region(&self) -> &Arc<AppendRegion> {
+        &self.map
+    }
+
+    /// The mapping, exclusively; `Err` while a writer handle or a commit holds it.
+    fn map_mut(&mut self) -> Result<&mut AppendRegion> {
+        Arc::get_mut(&mut self.map).ok_or_else(|| busy(&self.path))
+    }
+
+    /// Declares `[0, words)` the atomic prefix and `[words, published)` published (index
+    /// files: header and hash slots, then entries below `indexCount`).
+    pub(crate) fn set_layout(&mut self, words: usize, published: usize) -> Result<()> {
+        self.map_mut()?.set_layout(words, published);
+        Ok(())
     }
 
     /// Absolute offset of the file's first byte (its name).
@@ -192,7 +218,7 @@ impl MappedFile {
     }
 
     pub(crate) fn wrote(&self) -> usize {
-        // Acquire: pairs with the writer's Release in `publish_wrote`.
+        // Acquire: pairs with the writer's Release in `FileWriter::publish`.
         self.wrote.load(Ordering::Acquire)
     }
 
@@ -208,9 +234,11 @@ impl MappedFile {
         self.flushed.load(Ordering::Acquire)
     }
 
-    /// What readers may see: `committed` with a transient buffer, else `wrote`.
+    /// What readers may see: `committed` with a transient buffer, else `wrote` (the mapping's
+    /// watermark).
+    #[inline]
     pub(crate) fn read_position(&self) -> usize {
-        self.committed()
+        self.map.published()
     }
 
     /// The writer has reached the end of the file (its last record or the blank end-of-file
@@ -236,23 +264,48 @@ impl MappedFile {
         self.last_store_timestamp.store(ts, Ordering::Release);
     }
 
-    /// Sets every cursor to `pos` (creation, recovery, truncation).
-    pub(crate) fn set_positions(&self, pos: usize) {
+    /// Sets every cursor to `pos` (creation, recovery, truncation). Exclusive: lowering the
+    /// watermark re-opens published bytes for writing, so no reader or writer may hold the file.
+    pub(crate) fn set_positions(&mut self, pos: usize) -> Result<()> {
         let pos = pos.min(self.size);
+        if let Some(b) = self
+            .buffer
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            *self.has_buffer.get_mut() = false;
+            b.pool.give_back(b.region);
+        }
+        self.map_mut()?.reset(pos);
         self.wrote.store(pos, Ordering::Release);
         self.committed.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
+        Ok(())
     }
 
-    /// Attaches a transient write buffer; appends go there until the commit service copies them.
-    pub(crate) fn attach_buffer(&self, region: Arc<MmapRegion>, pool: Arc<TransientStorePool>) {
+    /// Attaches a transient write buffer (taken from `pool`, which must hold it alone); appends
+    /// go there until the commit service copies them. Call before the file's writer is claimed.
+    /// Returns false (and gives the buffer back) if the buffer is still shared.
+    pub(crate) fn attach_buffer(
+        &self,
+        mut region: Arc<AppendRegion>,
+        pool: Arc<TransientStorePool>,
+    ) -> bool {
         let committed = self.wrote();
+        let Some(buf) = Arc::get_mut(&mut region) else {
+            pool.give_back(region);
+            return false;
+        };
+        // The buffer's watermark is this file's `wrote`: the commit service copies below it.
+        buf.reset(committed);
         self.committed.store(committed, Ordering::Release);
         *lock(&self.buffer) = Some(Borrowed { region, pool });
         self.has_buffer.store(true, Ordering::Release);
+        true
     }
 
-    fn write_target(&self) -> Option<Arc<MmapRegion>> {
+    fn write_target(&self) -> Option<Arc<AppendRegion>> {
         if self.has_buffer.load(Ordering::Acquire) {
             lock(&self.buffer).as_ref().map(|b| Arc::clone(&b.region))
         } else {
@@ -260,110 +313,57 @@ impl MappedFile {
         }
     }
 
-    /// Encodes `len` bytes at `pos` (at or above `wrote`) with `f`, without publishing them.
-    /// Only the owner of the write side calls this (the commit log's put lock holder).
-    pub(crate) fn write_with<R>(
-        &self,
-        pos: usize,
-        len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<R> {
-        if pos < self.wrote() || pos.checked_add(len).is_none_or(|end| end > self.size) {
-            return Err(Error::corruption(
-                &self.path,
-                self.from + pos as u64,
-                crate::CorruptionKind::Invalid(format!(
-                    "append of {len} bytes at {pos} outside the writable range"
-                )),
-            ));
-        }
-        let out = match self.write_target() {
-            Some(buf) => buf.write_with(pos, len, f),
-            None => self.region.write_with(pos, len, f),
-        };
-        out.ok_or_else(|| Error::ReadOnly {
-            path: self.path.clone(),
+    /// Claims the file's one append handle: it writes the transient buffer when one is
+    /// attached, else the mapping. `Err` while another handle exists.
+    pub(crate) fn writer(self: &Arc<Self>) -> Result<FileWriter> {
+        let target = self.write_target().unwrap_or_else(|| Arc::clone(&self.map));
+        let target = target.writer().ok_or_else(|| busy(&self.path))?;
+        Ok(FileWriter {
+            file: Arc::clone(self),
+            target,
         })
     }
 
-    /// Writes the 8-byte END_OF_FILE blank record at `pos` and fills the file (`wrote = size`).
-    /// In a transient buffer the bytes after the header are zeroed, so no stale buffer content is
-    /// ever committed to the file.
-    pub(crate) fn write_blank(&self, pos: usize) -> Result<()> {
-        let remaining = self.size.saturating_sub(pos);
-        if remaining < rocketstore_format::END_FILE_MIN_BLANK_LENGTH {
-            return Err(Error::corruption(
-                &self.path,
-                self.from + pos as u64,
-                crate::CorruptionKind::BadLength,
-            ));
-        }
-        let mut blank = [0u8; 8];
-        rocketstore_format::encode_blank(&mut blank, remaining as i32);
-        self.write_with(pos, 8, |dst| dst.copy_from_slice(&blank))?;
-        if let Some(buf) = self.write_target() {
-            let _ = buf.zero(pos + 8, remaining - 8);
-        }
-        self.publish_wrote(self.size);
-        Ok(())
-    }
-
-    /// Publishes `pos` as the new `wrote` (Release: the bytes below are in place).
-    pub(crate) fn publish_wrote(&self, pos: usize) {
-        self.wrote.store(pos.min(self.size), Ordering::Release);
-    }
-
     /// Bytes `[pos, pos + len)` if they are below the read position.
+    #[inline]
     pub(crate) fn slice(&self, pos: usize, len: usize) -> Option<&[u8]> {
-        let end = pos.checked_add(len)?;
-        if end > self.read_position() {
-            return None;
-        }
-        self.region.slice(pos, len)
+        self.map.read(pos, len)
     }
 
     /// Bytes `[pos, read_position)`.
+    #[inline]
     pub(crate) fn slice_to_end(&self, pos: usize) -> Option<&[u8]> {
-        let end = self.read_position();
-        if pos > end {
-            return None;
-        }
-        self.region.slice(pos, end - pos)
+        self.map.read_from(pos)
     }
 
-    /// Raw bytes of the whole file regardless of cursors: only for recovery, before any writer or
-    /// reader runs (mmap invariant 3).
-    pub(crate) fn recovery_view(&self, pos: usize) -> Option<&[u8]> {
-        self.region.slice(pos, self.size.checked_sub(pos)?)
+    /// Bytes of the file from `pos` to its end regardless of cursors (recovery reads what a
+    /// crash left above them). Holds the mapping's write handle while it lives, so `None` also
+    /// while a writer or a commit holds the mapping.
+    pub(crate) fn recovery_view(&self, pos: usize) -> Option<RecoveryView<'_>> {
+        let writer = self.map.writer()?;
+        writer.view_from(pos)?;
+        Some(RecoveryView {
+            writer,
+            pos,
+            _file: std::marker::PhantomData,
+        })
     }
 
     /// Zero-fills every non-zero 64 KiB chunk of `[pos, size)`: recovery makes sure no stale
     /// record can ever be read after a truncation point (reliability A5). Returns bytes zeroed.
-    pub(crate) fn zero_dirty_tail(&self, pos: usize) -> Result<usize> {
+    /// Exclusive (see `set_positions`).
+    pub(crate) fn zero_dirty_tail(&mut self, pos: usize) -> Result<usize> {
         if !self.writable {
             return Ok(0);
         }
-        const CHUNK: usize = 64 * 1024;
-        static ZEROS: [u8; CHUNK] = [0; CHUNK];
-        let mut zeroed = 0;
-        let mut at = pos;
-        while at < self.size {
-            let len = CHUNK.min(self.size - at);
-            // Slice equality compiles to memcmp: fast even in debug builds.
-            let dirty = self
-                .region
-                .slice(at, len)
-                .is_some_and(|b| b != &ZEROS[..len]);
-            if dirty {
-                self.region.zero(at, len).ok_or_else(|| Error::ReadOnly {
-                    path: self.path.clone(),
-                })?;
-                zeroed += len;
-            }
-            at += len;
-        }
+        let path = self.path.clone();
+        let zeroed = self
+            .map_mut()?
+            .zero_dirty(pos)
+            .ok_or(Error::ReadOnly { path })?;
         if zeroed > 0 {
-            self.region
+            self.map
+                .mapping()
                 .flush_range(
                     pos - pos % OS_PAGE_SIZE,
                     self.size - (pos - pos % OS_PAGE_SIZE),
@@ -404,7 +404,8 @@ impl MappedFile {
         fail::fail_point!(fp::FLUSH_MSYNC, |arg| Err(fp::injected(
             "msync", &self.path, arg
         )));
-        self.region
+        self.map
+            .mapping()
             .flush_range(start, read - start)
             .map_err(|e| Error::io("msync", &self.path, e))?;
         #[cfg(feature = "powerloss")]
@@ -434,27 +435,30 @@ impl MappedFile {
         let Some(buf) = self.write_target() else {
             return Ok(self.wrote());
         };
+        let guard = lock(&self.commit_lock);
         if self.able_to_commit(least_pages) {
             let committed = self.committed.load(Ordering::Acquire);
             let wrote = self.wrote();
             fail::fail_point!(fp::COMMIT_COPY, |arg| Err(fp::injected(
                 "commit", &self.path, arg
             )));
-            let src = buf.slice(committed, wrote - committed).ok_or_else(|| {
+            // The buffer's watermark is at least `wrote` (the appender raises it first).
+            let src = buf.read(committed, wrote - committed).ok_or_else(|| {
                 Error::corruption(
                     &self.path,
                     self.from + committed as u64,
                     crate::CorruptionKind::BadLength,
                 )
             })?;
-            self.region
-                .write(committed, src)
-                .ok_or_else(|| Error::ReadOnly {
-                    path: self.path.clone(),
-                })?;
-            // Release: readers that see the new committed position see the copied bytes.
+            let mut w = self.map.writer().ok_or_else(|| busy(&self.path))?;
+            w.write(committed, src).ok_or_else(|| Error::ReadOnly {
+                path: self.path.clone(),
+            })?;
+            // Release: readers that see the new watermark see the copied bytes.
+            w.publish(wrote);
             self.committed.store(wrote, Ordering::Release);
         }
+        drop(guard);
         let committed = self.committed.load(Ordering::Acquire);
         if committed == self.size {
             self.release_buffer();
@@ -474,11 +478,12 @@ impl MappedFile {
 
     /// RocketMQ `warmMappedFile`: touch every page (forcing every `flush_every` pages), then
     /// `mlock` + `madvise(WILLNEED)`.
-    pub(crate) fn warm(&self, flush_every: Option<usize>) -> Result<()> {
+    /// Exclusive: it writes bytes regardless of the cursors (a new file nobody else holds).
+    pub(crate) fn warm(&mut self, flush_every: Option<usize>) -> Result<()> {
         let mut last_flush_page = 0usize;
-        let region = &self.region;
-        region
-            .touch_pages(0, self.size, |pages| {
+        let (path, size) = (self.path.clone(), self.size);
+        self.map_mut()?
+            .touch_pages(0, size, |region, pages| {
                 if let Some(n) = flush_every {
                     if pages - last_flush_page >= n {
                         region.flush_range(0, (pages * OS_PAGE_SIZE).min(region.len()))?;
@@ -487,7 +492,8 @@ impl MappedFile {
                 }
                 Ok(())
             })
-            .map_err(|e| Error::io("warm", &self.path, e))?;
+            .map_err(|e| Error::io("warm", &path, e))?;
+        let region = self.map.mapping();
         if flush_every.is_some() {
             region
                 .flush_range(0, self.size)
@@ -519,13 +525,13 @@ impl MappedFile {
     /// after the file was handed out: faulting pages in never changes their bytes, so it may run
     /// while the writer appends. Best effort: a failure only costs page faults later.
     pub(crate) fn populate(&self, stop: &dyn Fn() -> bool) {
-        let _ = self.region.populate_write(stop);
+        let _ = self.map.mapping().populate_write(stop);
     }
 
     /// Undoes `warm`'s `mlock` (when the file is full).
     pub(crate) fn munlock(&self) {
         if self.locked.swap(false, Ordering::AcqRel) {
-            let _ = self.region.unlock();
+            let _ = self.map.mapping().unlock();
         }
     }
 
@@ -558,6 +564,110 @@ impl MappedFile {
     #[allow(dead_code, reason = "used by expired-file cleanup")]
     pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
         self.file.metadata().ok()?.modified().ok()
+    }
+}
+
+/// The error of a claim that finds the file held by someone else: a bug of the caller, reported
+/// instead of racing.
+fn busy(path: &Path) -> Error {
+    Error::corruption(
+        path,
+        0,
+        crate::CorruptionKind::Invalid("mapped file is held by another writer or reader".into()),
+    )
+}
+
+/// The one append handle of a [`MappedFile`] (see [`MappedFile::writer`]): writes at or above
+/// `wrote`, then publishes. The writer keeps it for as long as it appends to the file.
+#[derive(Debug)]
+pub(crate) struct FileWriter {
+    file: Arc<MappedFile>,
+    /// The transient buffer's handle when one was attached at claim time, else the mapping's.
+    target: AppendWriter,
+}
+
+impl FileWriter {
+    /// The file written.
+    pub(crate) fn file(&self) -> &Arc<MappedFile> {
+        &self.file
+    }
+
+    /// Encodes `len` bytes at `pos` (at or above `wrote`) with `f`, without publishing them.
+    #[inline]
+    pub(crate) fn write_with<R>(
+        &mut self,
+        pos: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
+        let file = &self.file;
+        if pos < self.target.published() || pos.checked_add(len).is_none_or(|end| end > file.size) {
+            return Err(Error::corruption(
+                &file.path,
+                file.from + pos as u64,
+                crate::CorruptionKind::Invalid(format!(
+                    "append of {len} bytes at {pos} outside the writable range"
+                )),
+            ));
+        }
+        self.target
+            .write_with(pos, len, f)
+            .ok_or_else(|| Error::ReadOnly {
+                path: file.path.clone(),
+            })
+    }
+
+    /// Writes the 8-byte END_OF_FILE blank record at `pos` and fills the file (`wrote = size`).
+    /// In a transient buffer the bytes after the header are zeroed, so no stale buffer content is
+    /// ever committed to the file.
+    pub(crate) fn write_blank(&mut self, pos: usize) -> Result<()> {
+        let size = self.file.size;
+        let remaining = size.saturating_sub(pos);
+        if remaining < rocketstore_format::END_FILE_MIN_BLANK_LENGTH {
+            return Err(Error::corruption(
+                &self.file.path,
+                self.file.from + pos as u64,
+                crate::CorruptionKind::BadLength,
+            ));
+        }
+        let mut blank = [0u8; 8];
+        rocketstore_format::encode_blank(&mut blank, remaining as i32);
+        let buffered = !Arc::ptr_eq(self.target.region(), &self.file.map);
+        self.write_with(pos, remaining, |dst| {
+            dst[..8].copy_from_slice(&blank);
+            if buffered {
+                dst[8..].fill(0);
+            }
+        })?;
+        self.publish(size);
+        Ok(())
+    }
+
+    /// Publishes `pos` as the new `wrote` (Release: the bytes below are in place). Never
+    /// lowers it.
+    #[inline]
+    pub(crate) fn publish(&mut self, pos: usize) {
+        // The target's watermark first: a reader that sees `wrote` can read below it.
+        self.target.publish(pos);
+        self.file
+            .wrote
+            .store(self.target.published(), Ordering::Release);
+    }
+}
+
+/// Bytes of a file regardless of its cursors (see [`MappedFile::recovery_view`]).
+#[derive(Debug)]
+pub(crate) struct RecoveryView<'a> {
+    writer: AppendWriter,
+    pos: usize,
+    _file: std::marker::PhantomData<&'a MappedFile>,
+}
+
+impl std::ops::Deref for RecoveryView<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.writer.view_from(self.pos).unwrap_or(&[])
     }
 }
 

@@ -6,6 +6,6 @@ pub(crate) mod pool;
 pub(crate) mod queue;
 
 pub(crate) use allocator::{Allocator, Taken};
-pub(crate) use mapped_file::{CreateOptions, MappedFile};
+pub(crate) use mapped_file::{CreateOptions, FileWriter, MappedFile};
 pub(crate) use pool::TransientStorePool;
 pub(crate) use queue::{MappedFileQueue, SizePolicy};

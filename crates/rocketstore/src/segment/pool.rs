@@ -3,12 +3,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::mmap::MmapRegion;
+use crate::mmap::{AppendRegion, MmapRegion};
 use crate::util::lock;
 
 /// A pool of at most `capacity` write buffers of `buffer_size` bytes, created lazily and reused.
 /// Reused buffers are not zeroed (as in RocketMQ); the writer zeroes what it must (see
-/// `MappedFile::write_blank`).
+/// `FileWriter::write_blank`).
 #[derive(Debug)]
 pub(crate) struct TransientStorePool {
     buffer_size: usize,
@@ -18,7 +18,9 @@ pub(crate) struct TransientStorePool {
 
 #[derive(Debug)]
 struct PoolState {
-    free: Vec<Arc<MmapRegion>>,
+    /// Given back by their files. A buffer is lent again only once nothing else holds it (a
+    /// late commit or writer handle may still), because its watermark is then reset.
+    free: Vec<Arc<AppendRegion>>,
     created: usize,
 }
 
@@ -34,22 +36,23 @@ impl TransientStorePool {
         }
     }
 
-    /// Borrows a buffer, or `None` when all `capacity` buffers are in use (the file is then
-    /// written directly through its mapping, as RocketMQ does when the pool runs dry).
-    pub(crate) fn borrow(&self) -> Option<Arc<MmapRegion>> {
+    /// Borrows a buffer nobody else holds, or `None` when all `capacity` buffers are in use
+    /// (the file is then written directly through its mapping, as RocketMQ does when the pool
+    /// runs dry).
+    pub(crate) fn borrow(&self) -> Option<Arc<AppendRegion>> {
         let mut st = lock(&self.state);
-        if let Some(b) = st.free.pop() {
-            return Some(b);
+        if let Some(i) = st.free.iter_mut().position(|b| Arc::get_mut(b).is_some()) {
+            return Some(st.free.swap_remove(i));
         }
         if st.created >= self.capacity {
             return None;
         }
         let region = MmapRegion::anonymous(self.buffer_size).ok()?;
         st.created += 1;
-        Some(Arc::new(region))
+        Some(Arc::new(AppendRegion::new(region, 0, 0)))
     }
 
-    pub(crate) fn give_back(&self, region: Arc<MmapRegion>) {
+    pub(crate) fn give_back(&self, region: Arc<AppendRegion>) {
         lock(&self.state).free.push(region);
     }
 }

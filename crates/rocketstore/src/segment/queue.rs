@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use rocketstore_format::parse_file_name;
 
-use crate::error::{Error, Result};
+use crate::error::{CorruptionKind, Error, Result};
 use crate::segment::mapped_file::MappedFile;
 
 /// How a queue treats the size of existing files at load time.
@@ -313,6 +313,9 @@ impl MappedFileQueue {
     /// Truncates to absolute `offset`: the file containing it gets all cursors at
     /// `offset - from` and its stale tail zero-filled; later files are removed (and deleted when
     /// writable). Returns the number of files removed.
+    ///
+    /// Recovery only: the files it rewrites must be held by this queue alone (no reader, no
+    /// append handle), else it fails instead of rewriting bytes someone may be reading.
     pub(crate) fn truncate_dirty(&self, offset: u64) -> Result<usize> {
         let mut files = self.write();
         let mut removed = Vec::new();
@@ -324,27 +327,47 @@ impl MappedFileQueue {
                 true
             }
         });
+        let result = (|| {
+            let target = files
+                .iter()
+                .position(|f| f.from() <= offset && offset < f.from() + self.file_size)
+                .or_else(|| files.len().checked_sub(1));
+            for (i, f) in files.iter_mut().enumerate() {
+                let (from, size) = (f.from(), f.size());
+                let pos = if Some(i) == target && from <= offset && offset <= from + self.file_size
+                {
+                    (offset - from) as usize
+                } else if from + self.file_size <= offset {
+                    // Files wholly below the offset are complete.
+                    if f.wrote() == size && f.read_position() == size && f.flushed() == size {
+                        continue;
+                    }
+                    size
+                } else {
+                    continue;
+                };
+                let path = f.path().to_path_buf();
+                let mf = Arc::get_mut(f).ok_or_else(|| {
+                    Error::corruption(
+                        &path,
+                        from,
+                        CorruptionKind::Invalid("cannot truncate a file in use".into()),
+                    )
+                })?;
+                mf.set_positions(pos)?;
+                if self.writable && pos < size {
+                    mf.zero_dirty_tail(pos)?;
+                }
+            }
+            Ok::<(), Error>(())
+        })();
         drop(files);
         for f in &removed {
             if self.writable {
                 f.destroy()?;
             }
         }
-        if let Some(f) = self.find(offset).or_else(|| self.last()) {
-            if f.from() <= offset && offset <= f.from() + self.file_size {
-                let pos = (offset - f.from()) as usize;
-                f.set_positions(pos);
-                if self.writable && pos < f.size() {
-                    f.zero_dirty_tail(pos)?;
-                }
-            }
-        }
-        // Files wholly below the offset are complete.
-        for f in self.files() {
-            if f.from() + self.file_size <= offset {
-                f.set_positions(f.size());
-            }
-        }
+        result?;
         self.set_flushed_where(offset);
         self.set_committed_where(offset);
         Ok(removed.len())
