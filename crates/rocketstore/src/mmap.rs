@@ -32,7 +32,7 @@
 //!    process does; this is the one invariant the engine states rather than checks.
 //! 2. **Never shrink a mapped file.** Files are mapped with exactly their length (checked in
 //!    [`MmapRegion::map_file`]), and no engine code truncates a mapped file: recovery zero-fills
-//!    a dirty tail through [`AppendRegion::zero_tail`] instead of calling `set_len`.
+//!    a dirty tail through [`AppendRegion::zero_dirty`] instead of calling `set_len`.
 //! 3. **Published bytes are immutable.** Bytes in `[words, published)` are never written while
 //!    the region is shared: the only writers are an [`AppendWriter`] (which writes at or above
 //!    the watermark and only raises it) and `&mut AppendRegion` methods (which no shared

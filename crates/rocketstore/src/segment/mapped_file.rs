@@ -704,3 +704,85 @@ fn preallocate(file: &File, path: &Path, size: u64) -> Result<()> {
         Err(e) => Err(Error::io("fallocate", path, e.into())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn opts() -> CreateOptions {
+        CreateOptions {
+            sync: false,
+            populate: false,
+            warm: None,
+            prealloc: None,
+        }
+    }
+
+    #[test]
+    fn one_append_handle_and_reads_only_below_the_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Arc::new(MappedFile::create(&dir.path().join("0"), 0, 8192, &opts()).unwrap());
+        let mut w = f.writer().unwrap();
+        assert!(f.writer().is_err(), "a second append handle is refused");
+        assert!(
+            f.recovery_view(0).is_none(),
+            "no raw view while a writer runs"
+        );
+        w.write_with(0, 4, |b| b.copy_from_slice(b"abcd")).unwrap();
+        assert!(f.slice(0, 4).is_none(), "not published yet");
+        w.publish(4);
+        assert_eq!(f.slice(0, 4).unwrap(), b"abcd");
+        assert_eq!((f.wrote(), f.read_position()), (4, 4));
+        assert!(
+            w.write_with(2, 4, |_| ()).is_err(),
+            "published bytes are not rewritten"
+        );
+        assert!(w.write_with(8190, 4, |_| ()).is_err(), "past the end");
+        w.write_blank(4).unwrap();
+        assert!(f.is_full() && f.is_fully_readable());
+        drop(w);
+        assert_eq!(&f.recovery_view(0).unwrap()[..4], b"abcd");
+
+        // Lowering the watermark needs the file alone.
+        let mut held = Arc::clone(&f);
+        assert!(Arc::get_mut(&mut held).is_none());
+        drop(f);
+        let mf = Arc::get_mut(&mut held).unwrap();
+        mf.set_positions(2).unwrap();
+        assert!(mf.slice(0, 4).is_none());
+        assert_eq!(mf.slice(0, 2).unwrap(), b"ab");
+        assert_eq!(mf.zero_dirty_tail(2).unwrap(), 8190);
+        let mut w = held.writer().unwrap();
+        w.write_with(2, 2, |b| b.copy_from_slice(b"xy")).unwrap();
+        w.publish(4);
+        assert_eq!(held.slice(0, 4).unwrap(), b"abxy");
+    }
+
+    #[test]
+    fn transient_buffer_is_read_after_commit_and_reused_only_when_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(TransientStorePool::new(8192, 1));
+        let f = Arc::new(MappedFile::create(&dir.path().join("0"), 0, 8192, &opts()).unwrap());
+        assert!(f.attach_buffer(pool.borrow().unwrap(), Arc::clone(&pool)));
+        assert!(pool.borrow().is_none(), "capacity 1");
+        let mut w = f.writer().unwrap();
+        w.write_with(0, 3, |b| b.copy_from_slice(b"abc")).unwrap();
+        w.publish(3);
+        assert_eq!(f.wrote(), 3);
+        assert!(f.slice(0, 3).is_none(), "not committed to the mapping yet");
+        assert_eq!(f.commit(0).unwrap(), 3);
+        assert_eq!(f.slice(0, 3).unwrap(), b"abc");
+        w.write_blank(3).unwrap();
+        assert_eq!(f.commit(0).unwrap(), 8192);
+        assert!(f.is_fully_readable());
+        // The buffer went back to the pool, but the append handle still holds it.
+        assert!(pool.borrow().is_none());
+        drop(w);
+        let again = pool.borrow().unwrap();
+        let g = Arc::new(MappedFile::create(&dir.path().join("1"), 8192, 8192, &opts()).unwrap());
+        assert!(g.attach_buffer(again, Arc::clone(&pool)));
+        let mut w = g.writer().unwrap();
+        w.write_with(0, 1, |b| b[0] = 1).unwrap();
+    }
+}
