@@ -128,8 +128,8 @@ impl MmapRegion {
         if len == 0 {
             return &[];
         }
-        // SAFETY: the caller guarantees the bounds and the absence of writers (this function's
-        // contract); the mapping outlives `&self` (invariant 5).
+        // SAFETY: the bounds and the absence of writers (invariants 3 and 4) are this
+        // function's contract; the mapping outlives `&self` (invariant 5).
         unsafe { std::slice::from_raw_parts(self.raw.as_ptr().add(offset), len) }
     }
 
@@ -147,8 +147,9 @@ impl MmapRegion {
         if len == 0 {
             return f(&mut []);
         }
-        // SAFETY: bounds, writability and exclusivity are this function's contract; the `&mut`
-        // does not escape `f` because of the closure's signature.
+        // SAFETY: bounds, writability and exclusivity (invariants 3 and 4) are this function's
+        // contract; the `&mut` does not escape `f` because of the closure's signature, and the
+        // mapping outlives `&self` (invariant 5).
         let view =
             unsafe { std::slice::from_raw_parts_mut(self.raw.as_mut_ptr().add(offset), len) };
         f(view)
