@@ -17,22 +17,21 @@ pub fn java_string_hash_continue(h: i32, s: &str) -> i32 {
     let mut h = h;
     let mut rest = s.as_bytes();
     while let Some((c, tail)) = rest.split_first_chunk::<8>() {
-        let word = u64::from_le_bytes(*c);
-        if word & 0x8080_8080_8080_8080 != 0 {
+        let [c0, c1, c2, c3, c4, c5, c6, c7] = c.map(i32::from);
+        if (c0 | c1 | c2 | c3 | c4 | c5 | c6 | c7) & 0x80 != 0 {
             break;
         }
-        let u = |i: usize| i32::from(c[i]);
-        let hi = u(0)
-            .wrapping_mul(P[7])
-            .wrapping_add(u(1).wrapping_mul(P[6]))
-            .wrapping_add(u(2).wrapping_mul(P[5]))
-            .wrapping_add(u(3).wrapping_mul(P[4]));
-        let lo = u(4)
-            .wrapping_mul(P[3])
-            .wrapping_add(u(5).wrapping_mul(P[2]))
-            .wrapping_add(u(6).wrapping_mul(P[1]))
-            .wrapping_add(u(7));
-        h = h.wrapping_mul(P[8]).wrapping_add(hi).wrapping_add(lo);
+        let hi = c0
+            .wrapping_mul(P7)
+            .wrapping_add(c1.wrapping_mul(P6))
+            .wrapping_add(c2.wrapping_mul(P5))
+            .wrapping_add(c3.wrapping_mul(P4));
+        let lo = c4
+            .wrapping_mul(P3)
+            .wrapping_add(c5.wrapping_mul(P2))
+            .wrapping_add(c6.wrapping_mul(31))
+            .wrapping_add(c7);
+        h = h.wrapping_mul(P8).wrapping_add(hi).wrapping_add(lo);
         rest = tail;
     }
     if rest.is_ascii() {
@@ -48,16 +47,14 @@ pub fn java_string_hash_continue(h: i32, s: &str) -> i32 {
         .fold(h, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
 }
 
-/// `P[n]` = 31^n with 32-bit wrap-around.
-const P: [i32; 9] = {
-    let mut p = [1i32; 9];
-    let mut i = 1;
-    while i < 9 {
-        p[i] = p[i - 1].wrapping_mul(31);
-        i += 1;
-    }
-    p
-};
+// Powers of 31 with 32-bit wrap-around.
+const P2: i32 = 31i32.wrapping_mul(31);
+const P3: i32 = P2.wrapping_mul(31);
+const P4: i32 = P3.wrapping_mul(31);
+const P5: i32 = P4.wrapping_mul(31);
+const P6: i32 = P5.wrapping_mul(31);
+const P7: i32 = P6.wrapping_mul(31);
+const P8: i32 = P7.wrapping_mul(31);
 
 /// RocketMQ `UtilAll.crc32`: standard CRC-32 (IEEE, same as zlib) masked with `0x7FFFFFFF`,
 /// so the result is always `>= 0`. The CRC of an empty slice is 0.

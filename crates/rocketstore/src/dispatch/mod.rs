@@ -148,9 +148,9 @@ impl<'a> DispatchProps<'a> {
 }
 
 /// Position of the first [`rocketstore_format::PROPERTY_SEPARATOR`] in `b`, eight bytes at a
-/// time: a byte of `x = word ^ 0x0202..` is zero exactly where the word holds the separator, and
-/// `(x - 0x0101..) & !x & 0x8080..` flags the lowest such byte exactly (a flag can be wrong only
-/// above a true zero byte; little-endian, so the lowest flag is the first byte in memory).
+/// time: in the word `x = bytes ^ 0x0202..` (byte 0 of the chunk as the low byte) a byte is zero
+/// exactly where the chunk holds the separator, and `(x - 0x0101..) & !x & 0x8080..` flags the
+/// lowest such byte exactly (a flag can be wrong only above a true zero byte).
 fn find_separator(b: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const SEP: u64 = ONES * rocketstore_format::PROPERTY_SEPARATOR as u64;
