@@ -29,15 +29,9 @@ impl CqUnit {
     /// The 20 bytes of this unit.
     pub fn encode(&self) -> [u8; CQ_STORE_UNIT_SIZE] {
         let mut out = [0u8; CQ_STORE_UNIT_SIZE];
-        for (dst, src) in out.iter_mut().zip(
-            self.phy_offset
-                .to_be_bytes()
-                .into_iter()
-                .chain(self.size.to_be_bytes())
-                .chain(self.tags_code.to_be_bytes()),
-        ) {
-            *dst = src;
-        }
+        out[..8].copy_from_slice(&self.phy_offset.to_be_bytes());
+        out[8..12].copy_from_slice(&self.size.to_be_bytes());
+        out[12..].copy_from_slice(&self.tags_code.to_be_bytes());
         out
     }
 

@@ -10,16 +10,51 @@ pub fn java_string_hash(s: &str) -> i32 {
 /// Continues a Java `String.hashCode()` whose first characters hashed to `h` over the
 /// characters of `s`: `java_string_hash_continue(java_string_hash(a), b)` is the hash of `a`
 /// followed by `b`, without building the joined string. ASCII bytes are their own UTF-16 code
-/// units, so ASCII input is hashed byte by byte.
+/// units, so ASCII input is hashed straight from the bytes, eight at a time: the hash is linear
+/// modulo 2^32, so `h` after eight units is `h * 31^8 + c0 * 31^7 + ... + c7`, whose eight
+/// products do not wait on each other. The first non-ASCII byte switches to UTF-16 units.
 pub fn java_string_hash_continue(h: i32, s: &str) -> i32 {
-    if s.is_ascii() {
-        s.bytes()
-            .fold(h, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
-    } else {
-        s.encode_utf16()
-            .fold(h, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+    let mut h = h;
+    let mut rest = s.as_bytes();
+    while let Some((c, tail)) = rest.split_first_chunk::<8>() {
+        let [c0, c1, c2, c3, c4, c5, c6, c7] = c.map(i32::from);
+        if (c0 | c1 | c2 | c3 | c4 | c5 | c6 | c7) & 0x80 != 0 {
+            break;
+        }
+        let hi = c0
+            .wrapping_mul(P7)
+            .wrapping_add(c1.wrapping_mul(P6))
+            .wrapping_add(c2.wrapping_mul(P5))
+            .wrapping_add(c3.wrapping_mul(P4));
+        let lo = c4
+            .wrapping_mul(P3)
+            .wrapping_add(c5.wrapping_mul(P2))
+            .wrapping_add(c6.wrapping_mul(31))
+            .wrapping_add(c7);
+        h = h.wrapping_mul(P8).wrapping_add(hi).wrapping_add(lo);
+        rest = tail;
     }
+    if rest.is_ascii() {
+        return rest
+            .iter()
+            .fold(h, |h, &c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    }
+    // `rest` follows only ASCII bytes, so it starts on a character boundary.
+    let done = s.len() - rest.len();
+    s.get(done..)
+        .unwrap_or("")
+        .encode_utf16()
+        .fold(h, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
 }
+
+// Powers of 31 with 32-bit wrap-around.
+const P2: i32 = 31i32.wrapping_mul(31);
+const P3: i32 = P2.wrapping_mul(31);
+const P4: i32 = P3.wrapping_mul(31);
+const P5: i32 = P4.wrapping_mul(31);
+const P6: i32 = P5.wrapping_mul(31);
+const P7: i32 = P6.wrapping_mul(31);
+const P8: i32 = P7.wrapping_mul(31);
 
 /// RocketMQ `UtilAll.crc32`: standard CRC-32 (IEEE, same as zlib) masked with `0x7FFFFFFF`,
 /// so the result is always `>= 0`. The CRC of an empty slice is 0.
@@ -81,6 +116,36 @@ mod tests {
                 java_string_hash_continue(java_string_hash(t), k),
                 java_string_hash(&format!("{t}{k}"))
             );
+        }
+    }
+
+    #[test]
+    fn chunked_hash_matches_unit_by_unit() {
+        fn reference(h: i32, s: &str) -> i32 {
+            s.encode_utf16()
+                .fold(h, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+        }
+        let long = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!~";
+        for start in [0, -7, 123_456_789, i32::MIN, i32::MAX] {
+            for n in 0..long.len() {
+                let s = &long[..n];
+                assert_eq!(
+                    java_string_hash_continue(start, s),
+                    reference(start, s),
+                    "{s}"
+                );
+                for mixed in [
+                    format!("{s}\u{e9}{s}"),
+                    format!("\u{1F600}{s}"),
+                    format!("{s}\u{4e2d}"),
+                ] {
+                    assert_eq!(
+                        java_string_hash_continue(start, &mixed),
+                        reference(start, &mixed),
+                        "{mixed}"
+                    );
+                }
+            }
         }
     }
 

@@ -74,16 +74,10 @@ impl IndexEntry {
     /// The 20 entry bytes.
     pub fn encode(&self) -> [u8; INDEX_ENTRY_SIZE] {
         let mut out = [0u8; INDEX_ENTRY_SIZE];
-        let fields = self
-            .key_hash
-            .to_be_bytes()
-            .into_iter()
-            .chain(self.phy_offset.to_be_bytes())
-            .chain(self.time_diff.to_be_bytes())
-            .chain(self.prev_index.to_be_bytes());
-        for (dst, src) in out.iter_mut().zip(fields) {
-            *dst = src;
-        }
+        out[..4].copy_from_slice(&self.key_hash.to_be_bytes());
+        out[4..12].copy_from_slice(&self.phy_offset.to_be_bytes());
+        out[12..16].copy_from_slice(&self.time_diff.to_be_bytes());
+        out[16..].copy_from_slice(&self.prev_index.to_be_bytes());
         out
     }
 

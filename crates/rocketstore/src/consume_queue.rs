@@ -342,7 +342,8 @@ impl ConsumeQueue {
         let last = self.files.last();
         let first_write = match &last {
             None => true,
-            Some(f) => self.files.len() == 1 && f.wrote() == 0,
+            // `wrote` first: the file count takes the list's lock.
+            Some(f) => f.wrote() == 0 && self.files.len() == 1,
         };
         if first_write {
             if let Some(f) = &last {
@@ -431,12 +432,14 @@ impl ConsumeQueue {
                 format!("misaligned append at {pos}"),
             ));
         }
-        let blank = CqUnit::PREFILL.encode();
         let encoded = unit.encode();
         writer.write_with(start, pos - start + UNIT, |dst| {
             let (prefill, last) = dst.split_at_mut(pos - start);
-            for chunk in prefill.chunks_exact_mut(UNIT) {
-                chunk.copy_from_slice(&blank);
+            if !prefill.is_empty() {
+                let blank = CqUnit::PREFILL.encode();
+                for chunk in prefill.chunks_exact_mut(UNIT) {
+                    chunk.copy_from_slice(&blank);
+                }
             }
             last.copy_from_slice(&encoded);
         })?;

@@ -29,7 +29,7 @@ use rocketstore_format::index::{
     entry_position, index_file_size, index_key, index_slot, index_time_diff, slot_position,
 };
 use rocketstore_format::{
-    index_key_hash, index_key_hash_of, sysflag, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE,
+    index_key_hash, java_string_hash_continue, sysflag, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
 };
 
@@ -78,6 +78,8 @@ pub(crate) struct IndexBatch<'a> {
     newest: Option<Arc<IndexFile>>,
     /// The entry write handle of `newest`, claimed on first use.
     entries: Option<AppendWriter>,
+    /// The last topic indexed and the Java hash of `"<topic>#"`, the prefix of all its keys.
+    prefix: (String, i32),
 }
 
 impl IndexBatch<'_> {
@@ -110,12 +112,19 @@ impl IndexBatch<'_> {
             .then(|| self.newest.clone())
             .flatten();
         self.writable()?;
+        if req.uniq_key.is_none() && req.keys.is_none() {
+            return Ok(());
+        }
+        if self.prefix.0 != req.topic {
+            self.prefix = (req.topic.to_string(), index_prefix_hash(req.topic));
+        }
+        let prefix = self.prefix.1;
         if let Some(uniq) = req.uniq_key {
-            self.put_key(index_key_hash_of(req.topic, uniq), req, redo.as_deref())?;
+            self.put_key(index_key_hash_after(prefix, uniq), req, redo.as_deref())?;
         }
         if let Some(keys) = req.keys {
             for key in rocketstore_format::keys::index_tokens(keys) {
-                self.put_key(index_key_hash_of(req.topic, key), req, redo.as_deref())?;
+                self.put_key(index_key_hash_after(prefix, key), req, redo.as_deref())?;
             }
         }
         Ok(())
@@ -169,6 +178,21 @@ impl IndexBatch<'_> {
             0,
             CorruptionKind::Invalid("a new index file has no room".into()),
         ))
+    }
+}
+
+/// The Java hash of `"<topic>#"`, which [`index_key_hash_after`] continues over a key.
+fn index_prefix_hash(topic: &str) -> i32 {
+    java_string_hash_continue(java_string_hash_continue(0, topic), "#")
+}
+
+/// [`rocketstore_format::index_key_hash_of`]`(topic, key)` from the topic's [`index_prefix_hash`].
+fn index_key_hash_after(prefix: i32, key: &str) -> i32 {
+    let h = java_string_hash_continue(prefix, key).wrapping_abs();
+    if h < 0 {
+        0
+    } else {
+        h
     }
 }
 
@@ -750,6 +774,7 @@ impl IndexService {
             _writer: guard,
             newest,
             entries: None,
+            prefix: (String::new(), index_prefix_hash("")),
         })
     }
 

@@ -270,10 +270,12 @@ impl Dispatcher {
     /// Hands one record to the consume queue and the index, then publishes the reput offset
     /// (per record, so readers and the checkpoint see progress).
     fn dispatch_one(&self, req: &DispatchRequest<'_>, run: &mut Run<'_>) -> Result<()> {
-        if req.undispatchable() {
+        // The topic is checked once for a record that goes to its consume queue.
+        let to_cq = req.goes_to_cq();
+        if !to_cq && req.undispatchable() {
             self.note_undispatchable(req.topic, req.commitlog_offset);
         }
-        if req.goes_to_cq() && (0..=self.max_queue_id).contains(&req.queue_id) {
+        if to_cq && (0..=self.max_queue_id).contains(&req.queue_id) {
             let q = run.queues.get(&self.cq, req.topic, req.queue_id)?;
             let unit = CqUnit {
                 phy_offset: req.commitlog_offset,

@@ -31,7 +31,7 @@ impl DispatchRequest<'_> {
     /// NOT and COMMIT records go to the consume queue (§5.8), unless their topic cannot safely
     /// be a directory name ([`DispatchRequest::undispatchable`]).
     pub(crate) fn goes_to_cq(&self) -> bool {
-        self.cq_type() && !self.undispatchable()
+        self.cq_type() && rocketstore_format::is_safe_topic_dir(self.topic)
     }
 
     /// NOT and COMMIT records.
@@ -125,10 +125,7 @@ impl<'a> DispatchProps<'a> {
         let mut out = DispatchProps::default();
         let mut rest = raw;
         while !rest.is_empty() {
-            let end = rest
-                .iter()
-                .position(|&b| b == rocketstore_format::PROPERTY_SEPARATOR)
-                .unwrap_or(rest.len());
+            let end = find_separator(rest).unwrap_or(rest.len());
             let (seg, tail) = rest.split_at(end);
             rest = tail.get(1..).unwrap_or(&[]);
             // A name is everything before the segment's first 0x01, so a segment holds one of
@@ -148,6 +145,29 @@ impl<'a> DispatchProps<'a> {
         }
         out
     }
+}
+
+/// Position of the first [`rocketstore_format::PROPERTY_SEPARATOR`] in `b`, eight bytes at a
+/// time: in the word `x = bytes ^ 0x0202..` (byte 0 of the chunk as the low byte) a byte is zero
+/// exactly where the chunk holds the separator, and `(x - 0x0101..) & !x & 0x8080..` flags the
+/// lowest such byte exactly (a flag can be wrong only above a true zero byte).
+fn find_separator(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const SEP: u64 = ONES * rocketstore_format::PROPERTY_SEPARATOR as u64;
+    let mut done = 0;
+    let mut rest = b;
+    while let Some((c, tail)) = rest.split_first_chunk::<8>() {
+        let x = u64::from_le_bytes(*c) ^ SEP;
+        let found = x.wrapping_sub(ONES) & !x & (ONES << 7);
+        if found != 0 {
+            return Some(done + (found.trailing_zeros() / 8) as usize);
+        }
+        done += 8;
+        rest = tail;
+    }
+    rest.iter()
+        .position(|&x| x == rocketstore_format::PROPERTY_SEPARATOR)
+        .map(|p| done + p)
 }
 
 /// A RocketMQ TAG subscription expression: `*` (or empty) for everything, else tags separated by
@@ -238,6 +258,25 @@ mod tests {
             let got = [p.tags, p.keys, p.uniq_key, p.delay];
             for (name, got) in names.iter().zip(got) {
                 assert_eq!(got, raw_property(raw, name), "{name} in {raw:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn separator_search_finds_the_first_separator() {
+        for n in 0..40 {
+            for at in 0..=n {
+                let mut b: Vec<u8> = (0..n)
+                    .map(|i| [b'a', 0x01, 0x03, 0xff, 0x82][i % 5])
+                    .collect();
+                if at < n {
+                    b[at] = 0x02;
+                    if at + 1 < n {
+                        b[at + 1] = 0x02;
+                    }
+                }
+                let want = b.iter().position(|&x| x == 0x02);
+                assert_eq!(find_separator(&b), want, "{b:?}");
             }
         }
     }

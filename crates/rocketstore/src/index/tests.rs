@@ -723,3 +723,20 @@ fn bump_digits_keeps_width() {
     assert_eq!(bump_digits("20231114221320999"), "20231114221321000");
     assert_eq!(bump_digits("99"), "100");
 }
+
+#[test]
+fn prefix_hash_continues_to_the_key_hash() {
+    for (t, k) in [
+        ("BenchTopic", "7F000001000018B4AAC2A1B2C3D40000"),
+        ("", ""),
+        ("t\u{e9}", "\u{1F600}key"),
+        ("TopicTest", "ORDER-1"),
+        ("polygenelubricants", "GydZG_"),
+    ] {
+        assert_eq!(
+            index_key_hash_after(index_prefix_hash(t), k),
+            rocketstore_format::index_key_hash_of(t, k),
+            "{t}#{k}"
+        );
+    }
+}

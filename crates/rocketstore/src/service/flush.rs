@@ -90,11 +90,19 @@ impl Service for FlushService {
                 if thorough {
                     self.last_thorough = Instant::now();
                 }
-                // Flush file by file while progress is made (one file per call, as RocketMQ).
+                // One msync per file (RocketMQ flushes one file per call), moving on to the next
+                // file only when this one is flushed to its end. Flushing the same file again
+                // while the writer keeps adding `least` pages would never stop under a steady
+                // stream: a busy loop of small msyncs instead of one per interval.
+                let queue = self.log.queue();
                 loop {
-                    match self.log.queue().flush(least) {
-                        Ok(true) => continue,
-                        Ok(false) => break,
+                    match queue.flush(least) {
+                        Ok(true)
+                            if queue.flushed_where().checked_rem(queue.file_size()) == Some(0) =>
+                        {
+                            continue
+                        }
+                        Ok(_) => break,
                         Err(e) => return Err(self.fail(e)),
                     }
                 }
