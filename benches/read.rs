@@ -14,6 +14,10 @@
 //! * `index/query_message_records`: the same lookups returning `RecordHandle`s, each viewed in
 //!   place (what the Python binding's `query_message` builds its messages from).
 //!
+//! * `index/memory_floor` (a CPU line only): the floor under a key lookup, the same chain of
+//!   dependent reads (hash slot, index entries, the record's TOTALSIZE and its last bytes) over
+//!   the same index and commit log files mapped read-only, with none of the store's code.
+//!
 //! Criterion measures wall time. After each group, a `[rocketstore] cpu ...` line reports the
 //! same loop run for two seconds with the process CPU time (every thread, from
 //! `/proc/self/stat`) per message beside msg/s, because CPU per message is what stays stable on
@@ -258,6 +262,88 @@ fn read(c: &mut Criterion) {
         black_box(r.first().and_then(|h| h.view()).map(|v| v.body.len()));
     });
     store.close().unwrap();
+    memory_floor(dir.path(), &keys);
+}
+
+/// The same-run floor under `index/query_message_records`: the dependent reads of one lookup
+/// and nothing else, over the files of the same store (closed, still in the page cache),
+/// mapped read-only: the hash slot (in the 80 MB index file), the chain's entries until the
+/// key's hash (the store walks the same chain), then the record it points at in the commit
+/// log: its TOTALSIZE, and its last word (the properties, where the store checks the key).
+/// Three to four random reads, each waiting for the one before.
+fn memory_floor(dir: &std::path::Path, keys: &[String]) {
+    use rocketstore::format::index::{entry_position, index_slot, slot_position};
+    use rocketstore::format::index_key_hash_of;
+    use rocketstore::probe::MappedWords;
+
+    let files_in = |sub: &str| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(dir.join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    };
+    let index_files = files_in("index");
+    let [index_path] = index_files.as_slice() else {
+        panic!("expected one index file, found {index_files:?}");
+    };
+    let index = MappedWords::open(index_path).unwrap();
+    let log: Vec<MappedWords> = files_in("commitlog")
+        .iter()
+        .map(|p| MappedWords::open(p).unwrap())
+        .collect();
+    let file_size = log[0].len() as u64;
+    let slots = u32::from_be(index.load_u32(32).unwrap());
+    let be = |w: Option<u32>| u32::from_be(w.unwrap_or(0));
+    // Big-endian 32-bit value at any byte offset (two aligned words of the same line or two).
+    let be_at = |m: &MappedWords, pos: usize| -> u32 {
+        let (a, b) = (
+            m.load_u32(pos).unwrap_or(0),
+            m.load_u32(pos + 4).unwrap_or(0),
+        );
+        let mut bytes = [0u8; 8];
+        bytes[..4].copy_from_slice(&a.to_ne_bytes());
+        bytes[4..].copy_from_slice(&b.to_ne_bytes());
+        let at = pos % 4;
+        u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+    };
+    let lookup = |key: &str| -> u32 {
+        let hash = index_key_hash_of(TOPIC, key);
+        let slot = index_slot(hash, slots);
+        let mut entry = be(index.load_u32(slot_position(slot) as usize)); // read 1: the slot
+        let mut phy = None;
+        for _ in 0..16 {
+            if entry == 0 {
+                break;
+            }
+            let e = entry_position(slots, entry) as usize;
+            let key_hash = be(index.load_u32(e)); // read 2 (and more on a collision)
+            if key_hash as i32 == hash {
+                let hi = u64::from(be(index.load_u32(e + 4)));
+                phy = Some(hi << 32 | u64::from(be(index.load_u32(e + 8))));
+                break;
+            }
+            entry = be(index.load_u32(e + 16));
+        }
+        let Some(phy) = phy else { return 0 };
+        let Some(file) = log.get((phy / file_size) as usize) else {
+            return 0;
+        };
+        let pos = (phy % file_size) as usize;
+        let size = be_at(file, pos); // read 3: the record's TOTALSIZE
+        be_at(file, pos + size as usize - 4) // read 4: its properties' end
+    };
+    // Fault the pages in first (the store's own lookups ran on pages its writer had mapped).
+    for k in keys {
+        black_box(lookup(k));
+    }
+    let mut i = 0usize;
+    cpu_figure("index/memory_floor", 1, || {
+        let k = &keys[i % N];
+        i += 1;
+        black_box(lookup(k));
+    });
 }
 
 criterion_group! {
