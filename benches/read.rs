@@ -295,13 +295,12 @@ fn read(c: &mut Criterion) {
             .unwrap();
         black_box(r.first().and_then(|h| h.view()).map(|v| v.body.len()));
     });
-    store.close().unwrap();
     memory_floor(dir.path(), &keys);
+    store.close().unwrap();
 }
 
 /// The same-run floor under `index/query_message_records`: the dependent reads of one lookup
-/// and nothing else, over the files of the same store (closed, still in the page cache),
-/// mapped read-only: the hash slot (in the 80 MB index file), the chain's entries until the
+/// and nothing else, over the files of the same (open) store, mapped again read-only: the hash slot (in the 80 MB index file), the chain's entries until the
 /// key's hash (the store walks the same chain), then the record it points at in the commit
 /// log: its TOTALSIZE, and its last word (the properties, where the store checks the key).
 /// Three to four random reads, each waiting for the one before.
