@@ -14,6 +14,10 @@
 //! * `index/query_message_records`: the same lookups returning `RecordHandle`s, each viewed in
 //!   place (what the Python binding's `query_message` builds its messages from).
 //!
+//! * `index/memory_floor` (a CPU line only): the floor under a key lookup, the same chain of
+//!   dependent reads (hash slot, index entries, the record's TOTALSIZE and its last bytes) over
+//!   the same index and commit log files mapped read-only, with none of the store's code.
+//!
 //! Criterion measures wall time. After each group, a `[rocketstore] cpu ...` line reports the
 //! same loop run for two seconds with the process CPU time (every thread, from
 //! `/proc/self/stat`) per message beside msg/s, because CPU per message is what stays stable on
@@ -54,6 +58,7 @@ fn setup(dir: &std::path::Path) -> Store {
         store.put_batch(&msgs).unwrap();
     }
     wait_dispatched(&store);
+    wait_background_idle();
     report(
         "read setup",
         &format!(
@@ -68,9 +73,35 @@ fn setup(dir: &std::path::Path) -> Store {
     store
 }
 
+/// Waits (up to a minute) until the store's background threads have used no CPU for 200 ms:
+/// after the setup's puts the allocate thread still prepares the next commit log file
+/// (faulting in a whole file), which the CPU figures would otherwise count as the reads'.
+fn wait_background_idle() {
+    let others = || -> Duration {
+        let me = cpu_of("/proc/thread-self/stat");
+        cpu_of("/proc/self/stat").saturating_sub(me)
+    };
+    let start = Instant::now();
+    let (mut last, mut quiet_since) = (others(), Instant::now());
+    while start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = others();
+        if now != last {
+            (last, quiet_since) = (now, Instant::now());
+        } else if quiet_since.elapsed() >= Duration::from_millis(200) {
+            break;
+        }
+    }
+}
+
 /// Process CPU time (user + system, every thread) from `/proc/self/stat`, in 10 ms ticks.
 fn process_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_of("/proc/self/stat")
+}
+
+/// CPU time (user + system) from a `stat` file of `/proc` (a process's or a thread's).
+fn cpu_of(path: &str) -> Duration {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<u64> = rest
@@ -85,22 +116,29 @@ fn process_cpu() -> Duration {
 /// Runs `step` (which reads `per_step` messages) for about two seconds and reports msg/s and
 /// process CPU ns per message.
 fn cpu_figure(name: &str, per_step: u64, mut step: impl FnMut()) {
-    let (c0, t0) = (process_cpu(), Instant::now());
+    let me = || cpu_of("/proc/thread-self/stat");
+    let (c0, m0, t0) = (process_cpu(), me(), Instant::now());
     let mut msgs = 0u64;
     while t0.elapsed() < Duration::from_secs(2) {
         step();
         msgs += per_step;
     }
     let (wall, cpu) = (t0.elapsed(), process_cpu().saturating_sub(c0));
+    let mine = me().saturating_sub(m0);
     let rate = msgs as f64 / wall.as_secs_f64();
     let ns = cpu.as_nanos() as f64 / msgs.max(1) as f64;
+    let mine_ns = mine.as_nanos() as f64 / msgs.max(1) as f64;
     report(
         &format!("cpu {name}"),
         &format!(
-            "{:.2} M msg/s, {ns:.0} ns CPU per message (process, all threads)",
+            "{:.2} M msg/s, {ns:.0} ns CPU per message (process, all threads; {mine_ns:.0} ns \
+             on the reading thread)",
             rate / 1e6
         ),
-        &format!("\"msgs_per_s\": {rate:.0}, \"cpu_ns_per_msg\": {ns:.1}"),
+        &format!(
+            "\"msgs_per_s\": {rate:.0}, \"cpu_ns_per_msg\": {ns:.1}, \"thread_cpu_ns_per_msg\": \
+             {mine_ns:.1}"
+        ),
     );
 }
 
@@ -257,7 +295,88 @@ fn read(c: &mut Criterion) {
             .unwrap();
         black_box(r.first().and_then(|h| h.view()).map(|v| v.body.len()));
     });
+    memory_floor(dir.path(), &keys);
     store.close().unwrap();
+}
+
+/// The same-run floor under `index/query_message_records`: the dependent reads of one lookup
+/// and nothing else, over the files of the same (open) store, mapped again read-only: the hash slot (in the 80 MB index file), the chain's entries until the
+/// key's hash (the store walks the same chain), then the record it points at in the commit
+/// log: its TOTALSIZE, and its last word (the properties, where the store checks the key).
+/// Three to four random reads, each waiting for the one before.
+fn memory_floor(dir: &std::path::Path, keys: &[String]) {
+    use rocketstore::format::index::{entry_position, index_slot, slot_position};
+    use rocketstore::format::index_key_hash_of;
+    use rocketstore::probe::MappedWords;
+
+    let files_in = |sub: &str| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(dir.join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    };
+    let index_files = files_in("index");
+    let [index_path] = index_files.as_slice() else {
+        panic!("expected one index file, found {index_files:?}");
+    };
+    let index = MappedWords::open(index_path).unwrap();
+    let log: Vec<MappedWords> = files_in("commitlog")
+        .iter()
+        .map(|p| MappedWords::open(p).unwrap())
+        .collect();
+    let file_size = log[0].len() as u64;
+    let slots = u32::from_be(index.load_u32(32).unwrap());
+    let be = |w: Option<u32>| u32::from_be(w.unwrap_or(0));
+    // Big-endian 32-bit value at any byte offset (two aligned words of the same line or two).
+    let be_at = |m: &MappedWords, pos: usize| -> u32 {
+        let (a, b) = (
+            m.load_u32(pos).unwrap_or(0),
+            m.load_u32(pos + 4).unwrap_or(0),
+        );
+        let mut bytes = [0u8; 8];
+        bytes[..4].copy_from_slice(&a.to_ne_bytes());
+        bytes[4..].copy_from_slice(&b.to_ne_bytes());
+        let at = pos % 4;
+        u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+    };
+    let lookup = |key: &str| -> u32 {
+        let hash = index_key_hash_of(TOPIC, key);
+        let slot = index_slot(hash, slots);
+        let mut entry = be(index.load_u32(slot_position(slot) as usize)); // read 1: the slot
+        let mut phy = None;
+        for _ in 0..16 {
+            if entry == 0 {
+                break;
+            }
+            let e = entry_position(slots, entry) as usize;
+            let key_hash = be(index.load_u32(e)); // read 2 (and more on a collision)
+            if key_hash as i32 == hash {
+                let hi = u64::from(be(index.load_u32(e + 4)));
+                phy = Some(hi << 32 | u64::from(be(index.load_u32(e + 8))));
+                break;
+            }
+            entry = be(index.load_u32(e + 16));
+        }
+        let Some(phy) = phy else { return 0 };
+        let Some(file) = log.get((phy / file_size) as usize) else {
+            return 0;
+        };
+        let pos = (phy % file_size) as usize;
+        let size = be_at(file, pos); // read 3: the record's TOTALSIZE
+        be_at(file, pos + size as usize - 4) // read 4: its properties' end
+    };
+    // Fault the pages in first (the store's own lookups ran on pages its writer had mapped).
+    for k in keys {
+        black_box(lookup(k));
+    }
+    let mut i = 0usize;
+    cpu_figure("index/memory_floor", 1, || {
+        let k = &keys[i % N];
+        i += 1;
+        black_box(lookup(k));
+    });
 }
 
 criterion_group! {

@@ -31,7 +31,18 @@ SRC = Path(__file__).resolve().parent.parent / "crates" / "rocketstore" / "src"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "foundation: no engine state",
-        ["error", "util", "mmap", "failpoints", "json", "config", "message", "stats", "powerloss"],
+        [
+            "error",
+            "util",
+            "mmap",
+            "probe",
+            "failpoints",
+            "json",
+            "config",
+            "message",
+            "stats",
+            "powerloss",
+        ],
     ),
     (
         "files and signals: mapped segments, the directory lock, checkpoint, service signals",

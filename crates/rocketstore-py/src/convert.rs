@@ -657,11 +657,17 @@ impl PutResult {
 #[pyclass(module = "rocketstore._native", frozen)]
 #[derive(Debug)]
 pub(crate) struct Message {
+    /// Topic name.
+    #[pyo3(get)]
     topic: Py<PyString>,
+    /// The body (bytes).
+    #[pyo3(get)]
     body: Py<PyBytes>,
-    /// The stored properties string (`name\x01value\x02...`), parsed by the format crate
-    /// when a property getter asks (most readers only look at the body).
-    props: Box<[u8]>,
+    /// Holds the stored properties string (`name\x01value\x02...`) at `props`, parsed by the
+    /// format crate when a property getter asks (most readers only look at the body). The
+    /// messages of one read share one buffer (one object per read, not per message).
+    props_buf: Py<PyBytes>,
+    props: (usize, usize),
     /// The fixed-width fields of the record.
     h: RecordHeader,
     store_size: i32,
@@ -672,28 +678,33 @@ pub(crate) struct Message {
 /// Builds the [`Message`]s of one read: consecutive messages of one topic share its `str`.
 #[derive(Debug, Default)]
 pub(crate) struct MessageBuilder {
-    topic: Option<Py<PyString>>,
+    topic: Option<(String, Py<PyString>)>,
 }
 
 impl MessageBuilder {
     fn topic(&mut self, py: Python<'_>, topic: &str) -> Py<PyString> {
         match &self.topic {
-            Some(t) if t.bind(py).to_str().ok() == Some(topic) => t.clone_ref(py),
+            Some((name, t)) if name == topic => t.clone_ref(py),
             _ => {
                 let t = PyString::new(py, topic).unbind();
-                self.topic = Some(t.clone_ref(py));
+                self.topic = Some((topic.to_owned(), t.clone_ref(py)));
                 t
             }
         }
     }
 
-    /// A message from a record viewed in the store's mapping: the body is copied once, from
-    /// the mapping into its `bytes` object.
-    pub(crate) fn of_view(&mut self, py: Python<'_>, v: &RecordView<'_>) -> Message {
+    fn message(
+        &mut self,
+        py: Python<'_>,
+        v: &RecordView<'_>,
+        props_buf: &Py<PyBytes>,
+        props: (usize, usize),
+    ) -> Message {
         Message {
             topic: self.topic(py, v.topic),
             body: PyBytes::new(py, v.body).unbind(),
-            props: v.properties_raw.into(),
+            props_buf: props_buf.clone_ref(py),
+            props,
             h: v.header,
             store_size: v.total_size,
             body_crc: v.body_crc,
@@ -701,12 +712,52 @@ impl MessageBuilder {
         }
     }
 
+    /// The messages of records viewed in the store's mapping, in order: each body is copied
+    /// once, from the mapping into its `bytes` object; the properties of all of them are
+    /// copied into one shared buffer.
+    pub(crate) fn of_views(&mut self, py: Python<'_>, views: &[RecordView<'_>]) -> Vec<Message> {
+        let total: usize = views.iter().map(|v| v.properties_raw.len()).sum();
+        let buf = PyBytes::new_with(py, total, |out| {
+            let mut at = 0;
+            for v in views {
+                let n = v.properties_raw.len();
+                if let Some(dst) = out.get_mut(at..at + n) {
+                    dst.copy_from_slice(v.properties_raw);
+                }
+                at += n;
+            }
+            Ok(())
+        });
+        // `new_with` fails only when Python cannot allocate; then each message gets its own.
+        let buf = match buf {
+            Ok(b) => b.unbind(),
+            Err(_) => return views.iter().map(|v| self.of_view(py, v)).collect(),
+        };
+        let mut at = 0;
+        views
+            .iter()
+            .map(|v| {
+                let range = (at, at + v.properties_raw.len());
+                at = range.1;
+                self.message(py, v, &buf, range)
+            })
+            .collect()
+    }
+
+    /// A message from a record viewed in the store's mapping (see [`MessageBuilder::of_views`]).
+    pub(crate) fn of_view(&mut self, py: Python<'_>, v: &RecordView<'_>) -> Message {
+        let buf = PyBytes::new(py, v.properties_raw).unbind();
+        self.message(py, v, &buf, (0, v.properties_raw.len()))
+    }
+
     /// A message from an owned decoded record.
     pub(crate) fn of_stored(&mut self, py: Python<'_>, m: &StoredMessage) -> Message {
+        let props = m.properties.to_bytes();
         Message {
             topic: self.topic(py, &m.topic),
             body: PyBytes::new(py, &m.body).unbind(),
-            props: m.properties.to_bytes().into_boxed_slice(),
+            props_buf: PyBytes::new(py, &props).unbind(),
+            props: (0, props.len()),
             h: m.header,
             store_size: m.store_size,
             body_crc: m.body_crc,
@@ -720,13 +771,22 @@ impl Message {
         MessageBuilder::default().of_stored(py, &m)
     }
 
-    /// The value of property `name` (decoded like RocketMQ: invalid UTF-8 becomes U+FFFD).
-    fn property(&self, name: &str) -> Option<Cow<'_, str>> {
-        property_value(&self.props, name).map(String::from_utf8_lossy)
+    /// The stored properties string.
+    fn props<'a>(&'a self, py: Python<'_>) -> &'a [u8] {
+        let (from, to) = self.props;
+        self.props_buf
+            .as_bytes(py)
+            .get(from..to)
+            .unwrap_or_default()
     }
 
-    fn keys_list(&self) -> Vec<String> {
-        self.property(property::KEYS)
+    /// The value of property `name` (decoded like RocketMQ: invalid UTF-8 becomes U+FFFD).
+    fn property<'a>(&'a self, py: Python<'_>, name: &str) -> Option<Cow<'a, str>> {
+        property_value(self.props(py), name).map(String::from_utf8_lossy)
+    }
+
+    fn keys_list(&self, py: Python<'_>) -> Vec<String> {
+        self.property(py, property::KEYS)
             .map(|k| {
                 rocketstore::format::keys::index_tokens(&k)
                     .map(str::to_owned)
@@ -742,12 +802,6 @@ impl Message {
 
 #[pymethods]
 impl Message {
-    /// Topic name.
-    #[getter]
-    fn topic(&self, py: Python<'_>) -> Py<PyString> {
-        self.topic.clone_ref(py)
-    }
-
     /// Queue id.
     #[getter]
     fn queue_id(&self) -> i32 {
@@ -772,12 +826,6 @@ impl Message {
         self.store_size
     }
 
-    /// The body (bytes).
-    #[getter]
-    fn body(&self, py: Python<'_>) -> Py<PyBytes> {
-        self.body.clone_ref(py)
-    }
-
     /// BODYCRC as stored (RocketMQ's CRC-32 of the body, masked with 0x7FFFFFFF).
     #[getter]
     fn body_crc(&self) -> i32 {
@@ -798,14 +846,14 @@ impl Message {
 
     /// The TAGS property, or None.
     #[getter]
-    fn tags(&self) -> Option<Cow<'_, str>> {
-        self.property(property::TAGS)
+    fn tags<'a>(&'a self, py: Python<'_>) -> Option<Cow<'a, str>> {
+        self.property(py, property::TAGS)
     }
 
     /// The KEYS property split on spaces (an empty list if there is none).
     #[getter]
-    fn keys(&self) -> Vec<String> {
-        self.keys_list()
+    fn keys(&self, py: Python<'_>) -> Vec<String> {
+        self.keys_list(py)
     }
 
     /// Every stored property, in stored order (a new dict on each access).
@@ -813,12 +861,13 @@ impl Message {
     fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         let mut pairs = Vec::new();
-        if parse_properties_into(&self.props, &mut pairs) {
+        let props = self.props(py);
+        if parse_properties_into(props, &mut pairs) {
             for (k, v) in pairs {
                 d.set_item(k, v)?;
             }
         } else {
-            for (k, v) in parse_properties(&self.props).iter() {
+            for (k, v) in parse_properties(props).iter() {
                 d.set_item(k, v)?;
             }
         }
@@ -869,8 +918,8 @@ impl Message {
 
     /// The UNIQ_KEY property (the producer's message id), or None.
     #[getter]
-    fn uniq_key(&self) -> Option<Cow<'_, str>> {
-        self.property(property::UNIQ_KEY)
+    fn uniq_key<'a>(&'a self, py: Python<'_>) -> Option<Cow<'a, str>> {
+        self.property(py, property::UNIQ_KEY)
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> Py<PyAny> {
@@ -881,8 +930,8 @@ impl Message {
                     && self.store_size == o.store_size
                     && self.body_crc == o.body_crc
                     && self.version == o.version
-                    && (self.props == o.props
-                        || parse_properties(&self.props) == parse_properties(&o.props))
+                    && (self.props(py) == o.props(py)
+                        || parse_properties(self.props(py)) == parse_properties(o.props(py)))
                     && self.topic.bind(py).to_str().ok() == o.topic.bind(py).to_str().ok()
                     && self.body.bind(py).as_bytes() == o.body.bind(py).as_bytes();
                 PyBool::new(py, same).to_owned().into_any().unbind()
@@ -916,11 +965,11 @@ impl Message {
             self.h.queue_id,
             self.h.queue_offset,
             self.h.physical_offset,
-            match self.property(property::TAGS) {
+            match self.property(py, property::TAGS) {
                 Some(t) => py_repr(py, &t)?,
                 None => "None".to_string(),
             },
-            PyList::new(py, self.keys_list())?.repr()?,
+            PyList::new(py, self.keys_list(py))?.repr()?,
             py_repr(py, &self.msg_id_string())?,
         ))
     }

@@ -49,6 +49,7 @@ fn schema_of<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    store::register_fork_hook(m)?;
     error::register(m)?;
     m.add_class::<store::MessageStore>()?;
     m.add_class::<store::ScanIterator>()?;

@@ -53,13 +53,8 @@ impl GetResult {
     /// From record handles: each message is built straight from the mapping (one copy of its
     /// body, into its `bytes`).
     pub(crate) fn from_records(py: Python<'_>, r: rocketstore::GetRecords) -> PyResult<Self> {
-        let mut b = MessageBuilder::default();
-        let messages = PyList::new(
-            py,
-            r.records
-                .iter()
-                .filter_map(|h| h.view().map(|v| b.of_view(py, &v))),
-        )?;
+        let views: Vec<_> = r.records.iter().filter_map(|h| h.view()).collect();
+        let messages = PyList::new(py, MessageBuilder::default().of_views(py, &views))?;
         Ok(GetResult {
             status: r.status.as_str(),
             next_begin_offset: r.next_begin_offset,

@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -85,9 +86,44 @@ pub(crate) struct MessageStore {
     read_only: bool,
 }
 
+/// This process's id, kept by the binding so that the fork check of every call does not ask
+/// the kernel (`getpid()` is a system call, ~0.3 us on a VM: as much as a key lookup's own
+/// work). Set when the module is imported and again in every child forked through Python
+/// (`os.register_at_fork`, which `os.fork()` and `multiprocessing` run); 0 (ask the kernel)
+/// when that hook could not be registered. A child forked by C code that runs Python code
+/// must call `PyOS_AfterFork_Child`, which runs the hook too.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// The current process id (see [`PID`]).
+fn current_pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => std::process::id(),
+        pid => pid,
+    }
+}
+
+/// Run by Python in a forked child (`os.register_at_fork(after_in_child=...)`).
+#[pyfunction]
+fn _after_fork_in_child() {
+    PID.store(std::process::id(), Ordering::Relaxed);
+}
+
+/// Registers the fork hook that keeps [`PID`] (at import).
+pub(crate) fn register_fork_hook(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let hook = wrap_pyfunction!(_after_fork_in_child, m)?;
+    if let Ok(register) = py.import("os")?.getattr("register_at_fork") {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("after_in_child", hook)?;
+        register.call((), Some(&kwargs))?;
+        PID.store(std::process::id(), Ordering::Relaxed);
+    }
+    Ok(())
+}
+
 impl MessageStore {
     fn check_pid(&self) -> PyResult<()> {
-        if std::process::id() != self.pid {
+        if current_pid() != self.pid {
             return Err(forked("MessageStore", self.pid));
         }
         Ok(())
@@ -641,10 +677,8 @@ impl MessageStore {
         let r = self.enter(py, |s| {
             s.query_message_records(topic, key, max_num, begin, end)
         })?;
-        let mut b = MessageBuilder::default();
-        Ok(r.iter()
-            .filter_map(|h| h.view().map(|v| b.of_view(py, &v)))
-            .collect())
+        let views: Vec<_> = r.iter().filter_map(|h| h.view()).collect();
+        Ok(MessageBuilder::default().of_views(py, &views))
     }
 
     /// The message with an offset message id (``PutResult.msg_id`` / ``Message.msg_id``: the

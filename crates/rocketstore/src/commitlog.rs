@@ -106,6 +106,74 @@ impl RecordRef {
     }
 }
 
+impl RecordRef {
+    /// The record of `len` bytes at `pos` of `file`.
+    pub(crate) fn new(file: Arc<MappedFile>, pos: usize, len: usize) -> Self {
+        RecordRef { file, pos, len }
+    }
+}
+
+/// The commit log file a reader looked at last, kept across the records of one walk: a walk
+/// over scattered records (a consume queue's, an index chain's) looks each file up (the file
+/// list's lock and a reference count shared with every other thread) once per file instead of
+/// once per record.
+#[derive(Debug, Default)]
+pub(crate) struct LogFiles {
+    file: Option<Arc<MappedFile>>,
+}
+
+impl LogFiles {
+    /// The file holding absolute offset `offset`.
+    pub(crate) fn file(&mut self, log: &CommitLog, offset: u64) -> Option<&Arc<MappedFile>> {
+        let hit = self
+            .file
+            .as_ref()
+            .is_some_and(|f| offset >= f.from() && offset - f.from() < f.size() as u64);
+        if !hit {
+            self.file = log.queue.find(offset);
+        }
+        self.file.as_ref()
+    }
+
+    /// The bytes `[offset, offset + size)` and their position in their file, if they lie in
+    /// the readable part of one file.
+    pub(crate) fn bytes(
+        &mut self,
+        log: &CommitLog,
+        offset: u64,
+        size: usize,
+    ) -> Option<(&Arc<MappedFile>, usize, &[u8])> {
+        let f = self.file(log, offset)?;
+        let pos = usize::try_from(offset - f.from()).ok()?;
+        let bytes = f.slice(pos, size)?;
+        Some((f, pos, bytes))
+    }
+
+    /// The record at `offset` (its size read from its TOTALSIZE), as
+    /// [`LogFiles::bytes`]; `None` if no readable record of a positive size starts there.
+    pub(crate) fn record(
+        &mut self,
+        log: &CommitLog,
+        offset: u64,
+    ) -> Option<(&Arc<MappedFile>, usize, &[u8])> {
+        let f = self.file(log, offset)?;
+        let pos = usize::try_from(offset - f.from()).ok()?;
+        let head = f.slice(pos, 4)?;
+        let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let len = usize::try_from(size).ok().filter(|&l| l > 0)?;
+        let bytes = f.slice(pos, len)?;
+        Some((f, pos, bytes))
+    }
+
+    /// Starts loading the record `[offset, offset + size)` into the cache (a hint, see
+    /// [`crate::mmap::prefetch`]); nothing if it is not readable.
+    pub(crate) fn prefetch(&mut self, log: &CommitLog, offset: u64, size: usize) {
+        if let Some((_, _, bytes)) = self.bytes(log, offset, size) {
+            crate::mmap::prefetch(bytes);
+        }
+    }
+}
+
 /// Adds `n` messages and `bytes` to `topic`'s entry of the per-topic put statistics.
 fn add_put_stats(stats: &mut HashMap<String, (u64, u64)>, topic: &str, n: u64, bytes: u64) {
     match stats.get_mut(topic) {

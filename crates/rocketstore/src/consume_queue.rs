@@ -140,7 +140,7 @@ pub(crate) struct ConsumeQueue {
 
 /// A cursor over one consume queue file: yields `(queue offset, unit)` decoded in place
 /// from the mapping (see [`ConsumeQueue::cursor`]); holds the file mapped while it lives.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct UnitCursor {
     file: Arc<MappedFile>,
     rel: usize,

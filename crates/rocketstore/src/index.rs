@@ -26,11 +26,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rocketstore_format::index::{
-    entry_position, index_file_size, index_key, index_slot, index_time_diff, slot_position,
+    entry_position, index_file_size, index_slot, index_time_diff, slot_position,
 };
 use rocketstore_format::{
-    index_key_hash, java_string_hash_continue, sysflag, IndexEntry, IndexHeader, INDEX_ENTRY_SIZE,
-    INDEX_HEADER_SIZE,
+    index_key_hash_of, java_string_hash_continue, sysflag, IndexEntry, IndexHeader,
+    INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
 };
 
 use crate::error::{CorruptionKind, Error, Result};
@@ -887,9 +887,14 @@ impl IndexService {
         begin: i64,
         end: i64,
     ) -> QueryOffsetResult {
-        let mut result = QueryOffsetResult::default();
-        let files = self.snapshot();
-        let hash = index_key_hash(&index_key(topic, key));
+        let mut result = QueryOffsetResult {
+            phy_offsets: Vec::with_capacity(max_num.min(64)),
+            ..QueryOffsetResult::default()
+        };
+        // The file list's read lock is held for the walk (a few reads of mapped memory)
+        // instead of cloning the list: the writer takes it only to add or remove a file.
+        let files = self.read();
+        let hash = index_key_hash_of(topic, key);
         for (i, f) in files.iter().enumerate().rev() {
             if i + 1 == files.len() {
                 result.index_last_update_timestamp = f.end_timestamp();

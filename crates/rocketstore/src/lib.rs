@@ -36,6 +36,7 @@ mod mmap;
 mod offsets;
 #[cfg(feature = "powerloss")]
 pub mod powerloss;
+pub mod probe;
 mod read;
 mod rebuild;
 mod recovery;

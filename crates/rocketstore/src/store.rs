@@ -991,8 +991,8 @@ impl Store {
             max_total_bytes,
             sub: &sub,
         };
-        let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, |r, _| {
-            RecordHandle(r.clone())
+        let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, |at, v| {
+            RecordHandle(at.to_ref(v.bytes().len()))
         });
         self.stats.record_get_counts(topic, o.items.len(), o.bytes);
         Ok(GetRecords {
@@ -1160,8 +1160,8 @@ impl Store {
             end,
         };
         Ok(
-            read::query_message_with(&self.log, index, &self.limits, &q, |r, _| {
-                RecordHandle(r.clone())
+            read::query_message_with(&self.log, index, &self.limits, &q, |at, v| {
+                RecordHandle(at.to_ref(v.bytes().len()))
             })
             .0,
         )
