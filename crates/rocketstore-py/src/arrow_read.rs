@@ -19,18 +19,23 @@ use arrow_array::{
     ArrayRef, BinaryArray, Int32Array, Int64Array, MapArray, RecordBatch, StringArray, StructArray,
     TimestampMillisecondArray,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rocketstore::format::{parse_properties, HostAddr, OffsetMsgIds, RecordView};
 use rocketstore::{IndexFileEntries, QueueSpan, Store};
 
+use crate::buffer_pool::{BYTES, I32S, I64S};
+
 /// Arrow's limit for one string/binary column with 32-bit offsets, with room to spare.
 const MAX_COLUMN_BYTES: usize = (i32::MAX as usize) - (1 << 20);
 
 /// Per-row allowance for the columns that do not come from the record itself (msg_id, hosts).
 const ROW_OVERHEAD: usize = 64;
+
+/// Rows reserved for at most (a batch asked for more rows grows its columns).
+const MAX_ROWS: usize = 1 << 16;
 
 fn offset_i32(len: usize) -> i32 {
     // Callers keep every column below MAX_COLUMN_BYTES, so this never saturates.
@@ -50,11 +55,11 @@ struct Utf8Col {
 
 impl Utf8Col {
     fn with_capacity(rows: usize, bytes: usize) -> Self {
-        let mut offsets = Vec::with_capacity(rows + 1);
+        let mut offsets = I32S.take(rows + 1);
         offsets.push(0);
         Utf8Col {
             offsets,
-            data: Vec::with_capacity(bytes),
+            data: BYTES.take(bytes),
             validity: Vec::new(),
             nulls: 0,
             nullable: false,
@@ -76,6 +81,9 @@ impl Utf8Col {
         }
         let byte = i / 8;
         if self.validity.len() <= byte {
+            if self.validity.capacity() == 0 {
+                self.validity = BYTES.take(self.offsets.capacity().div_ceil(8));
+            }
             self.validity.resize(byte + 1, 0);
         }
         if valid {
@@ -117,15 +125,15 @@ impl Utf8Col {
         }
         let len = self.len();
         self.validity.resize(len.div_ceil(8), 0);
-        let bits = Buffer::from_vec(std::mem::take(&mut self.validity));
+        let bits = BYTES.buffer(std::mem::take(&mut self.validity));
         Some(NullBuffer::new(BooleanBuffer::new(bits, 0, len)))
     }
 
     fn into_parts(mut self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
         let nulls = self.nulls();
         (
-            OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
-            Buffer::from_vec(self.data),
+            OffsetBuffer::new(I32S.scalars(self.offsets)),
+            BYTES.buffer(self.data),
             nulls,
         )
     }
@@ -152,15 +160,15 @@ fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
 }
 
 fn i32s(v: Vec<i32>) -> ArrayRef {
-    Arc::new(Int32Array::new(ScalarBuffer::from(v), None))
+    Arc::new(Int32Array::new(I32S.scalars(v), None))
 }
 
 fn i64s(v: Vec<i64>) -> ArrayRef {
-    Arc::new(Int64Array::new(ScalarBuffer::from(v), None))
+    Arc::new(Int64Array::new(I64S.scalars(v), None))
 }
 
 fn millis(v: Vec<i64>) -> ArrayRef {
-    Arc::new(TimestampMillisecondArray::new(ScalarBuffer::from(v), None).with_timezone("UTC"))
+    Arc::new(TimestampMillisecondArray::new(I64S.scalars(v), None).with_timezone("UTC"))
 }
 
 fn timestamp_ms() -> DataType {
@@ -302,50 +310,58 @@ pub(crate) struct MessageColumns {
     ids: OffsetMsgIds,
     /// Record bytes taken so far plus the per-row allowance (bounds every string column).
     budget_used: usize,
+    /// Stored bytes (sum of `store_size`) taken so far.
+    stored: usize,
+    /// The batch ends before a record that would take `stored` past this (`max_bytes`).
+    max_bytes: usize,
     scratch: Vec<(&'static str, &'static str)>,
     /// Rows this batch may hold (capacity planning).
     rows: usize,
 }
 
 impl MessageColumns {
-    pub(crate) fn new(rows_hint: usize) -> Self {
-        let rows = rows_hint.min(1 << 16);
+    /// Columns for about `rows_hint` rows (reserved for at most [`MAX_ROWS`]) of at most
+    /// `max_bytes` stored bytes (at least one row).
+    pub(crate) fn new(rows_hint: usize, max_bytes: usize) -> Self {
+        let rows = rows_hint.min(MAX_ROWS);
         // The data of the variable-length columns is reserved on the first record (see
-        // `reserve_like`): allocated once, at its size, never regrown (a realloc would copy).
-        let s = |_bytes_per_row: usize| Utf8Col::with_capacity(rows, 0);
-        let mut prop_offsets = Vec::with_capacity(rows + 1);
+        // `reserve_like`), bounded by `max_bytes`; every buffer comes from the pool.
+        let s = || Utf8Col::with_capacity(rows, 0);
+        let mut prop_offsets = I32S.take(rows + 1);
         prop_offsets.push(0);
         MessageColumns {
-            topic: s(16),
-            queue_id: Vec::with_capacity(rows),
-            queue_offset: Vec::with_capacity(rows),
-            commitlog_offset: Vec::with_capacity(rows),
-            store_size: Vec::with_capacity(rows),
-            body: s(128),
-            body_crc: Vec::with_capacity(rows),
-            flag: Vec::with_capacity(rows),
-            sys_flag: Vec::with_capacity(rows),
-            tags: s(8).nullable(),
-            keys: s(8).nullable(),
+            topic: s(),
+            queue_id: I32S.take(rows),
+            queue_offset: I64S.take(rows),
+            commitlog_offset: I64S.take(rows),
+            store_size: I32S.take(rows),
+            body: s(),
+            body_crc: I32S.take(rows),
+            flag: I32S.take(rows),
+            sys_flag: I32S.take(rows),
+            tags: s().nullable(),
+            keys: s().nullable(),
             prop_offsets,
-            prop_keys: s(24),
-            prop_values: s(32),
-            born_timestamp: Vec::with_capacity(rows),
+            prop_keys: s(),
+            prop_values: s(),
+            born_timestamp: I64S.take(rows),
             born_host: HostCol {
-                col: s(16),
+                col: s(),
                 last: None,
             },
-            store_timestamp: Vec::with_capacity(rows),
+            store_timestamp: I64S.take(rows),
             store_host: HostCol {
-                col: s(16),
+                col: s(),
                 last: None,
             },
-            reconsume_times: Vec::with_capacity(rows),
-            prepared_transaction_offset: Vec::with_capacity(rows),
-            msg_id: s(32),
-            uniq_key: s(32).nullable(),
+            reconsume_times: I32S.take(rows),
+            prepared_transaction_offset: I64S.take(rows),
+            msg_id: s(),
+            uniq_key: s().nullable(),
             ids: OffsetMsgIds::default(),
             budget_used: 0,
+            stored: 0,
+            max_bytes,
             scratch: Vec::new(),
             rows,
         }
@@ -361,10 +377,15 @@ impl MessageColumns {
         let need = usize::try_from(v.total_size)
             .unwrap_or(0)
             .saturating_add(ROW_OVERHEAD);
-        if self.len() > 0 && self.budget_used.saturating_add(need) > MAX_COLUMN_BYTES {
+        let size = usize::try_from(v.total_size).unwrap_or(0);
+        if self.len() > 0
+            && (self.budget_used.saturating_add(need) > MAX_COLUMN_BYTES
+                || self.stored.saturating_add(size) > self.max_bytes)
+        {
             return false;
         }
         self.budget_used = self.budget_used.saturating_add(need);
+        self.stored = self.stored.saturating_add(size);
         if self.len() == 0 {
             self.reserve_like(v);
         }
@@ -391,29 +412,41 @@ impl MessageColumns {
         true
     }
 
-    /// Reserves room for `rows` records like `v` (the first): reserved, untouched memory
-    /// costs nothing, while growing a column copies it and faults its pages in again.
+    /// Reserves room for `rows` records like `v` (the first), each column at most what
+    /// `max_bytes` of records can hold: reserved, untouched memory costs nothing, while
+    /// growing a column copies it.
     fn reserve_like(&mut self, v: &RecordView<'_>) {
-        let rows = self.rows;
-        let cap = |per_row: usize| rows.saturating_mul(per_row).min(MAX_COLUMN_BYTES);
-        self.body.data.reserve(cap(v.body.len()));
-        self.topic.data.reserve(cap(v.topic.len()));
-        self.born_host.col.data.reserve(cap(24));
-        self.store_host.col.data.reserve(cap(24));
-        self.msg_id.data.reserve(cap(40));
+        let size = usize::try_from(v.total_size).unwrap_or(1).max(1);
+        // Rows of this size that fit the byte bound.
+        let rows = self.rows.min(self.max_bytes / size + 1);
+        let bound = self.max_bytes.min(MAX_COLUMN_BYTES);
+        let cap = |per_row: usize| rows.saturating_mul(per_row).min(bound);
         let props = v.properties_raw.len();
-        for col in [
-            &mut self.prop_keys,
-            &mut self.prop_values,
-            &mut self.tags,
-            &mut self.keys,
-            &mut self.uniq_key,
-        ] {
-            col.data.reserve(cap(props));
-        }
         let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
-        self.prop_keys.offsets.reserve(rows.saturating_mul(pairs));
-        self.prop_values.offsets.reserve(rows.saturating_mul(pairs));
+        let reserve = |col: &mut Utf8Col, per_row: usize| {
+            let want = cap(per_row);
+            if col.data.capacity() < want {
+                BYTES.give(std::mem::replace(&mut col.data, BYTES.take(want)));
+            }
+        };
+        reserve(&mut self.body, v.body.len());
+        reserve(&mut self.topic, v.topic.len());
+        reserve(&mut self.born_host.col, 24);
+        reserve(&mut self.store_host.col, 24);
+        reserve(&mut self.msg_id, 32);
+        reserve(&mut self.prop_keys, props);
+        reserve(&mut self.prop_values, props);
+        for col in [&mut self.tags, &mut self.keys, &mut self.uniq_key] {
+            reserve(col, 32.min(props));
+        }
+        for col in [&mut self.prop_keys, &mut self.prop_values] {
+            let want = rows.saturating_mul(pairs) + 1;
+            if col.offsets.capacity() < want {
+                let mut o = I32S.take(want);
+                o.push(0);
+                I32S.give(std::mem::replace(&mut col.offsets, o));
+            }
+        }
     }
 
     fn push_properties(&mut self, raw: &[u8]) {
@@ -468,7 +501,7 @@ impl MessageColumns {
         .map_err(arrow_err)?;
         let properties = MapArray::try_new(
             map_entries(),
-            OffsetBuffer::new(ScalarBuffer::from(self.prop_offsets)),
+            OffsetBuffer::new(I32S.scalars(self.prop_offsets)),
             entries,
             None,
             false,
@@ -506,9 +539,10 @@ pub(crate) fn read_log(
     from: u64,
     end: u64,
     max: usize,
+    max_bytes: usize,
     check_crc: bool,
 ) -> rocketstore::Result<(MessageColumns, u64)> {
-    let mut cols = MessageColumns::new(max);
+    let mut cols = MessageColumns::new(max, max_bytes);
     let next = store.visit_records(from, end, max, check_crc, |v| cols.push(v))?;
     Ok((cols, next))
 }
@@ -517,6 +551,7 @@ pub(crate) fn read_log(
 pub(crate) fn read_queue(
     store: &Store,
     span: &QueueSpan<'_>,
+    max_bytes: usize,
 ) -> rocketstore::Result<(MessageColumns, i64)> {
     let QueueSpan {
         topic,
@@ -531,7 +566,7 @@ pub(crate) fn read_queue(
     let left = end
         .min(store.max_offset_in_queue(topic, queue_id))
         .saturating_sub(from.max(store.min_offset_in_queue(topic, queue_id)));
-    let mut cols = MessageColumns::new(max.min(usize::try_from(left).unwrap_or(0)));
+    let mut cols = MessageColumns::new(max.min(usize::try_from(left).unwrap_or(0)), max_bytes);
     let next = store.visit_queue_records(span, |v| cols.push(v))?;
     Ok((cols, next))
 }
