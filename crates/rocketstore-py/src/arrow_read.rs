@@ -317,58 +317,111 @@ pub(crate) struct MessageColumns {
     scratch: Vec<(&'static str, &'static str)>,
     /// Rows this batch may hold (capacity planning).
     rows: usize,
+    /// Rows taken.
+    count: usize,
+    /// Which columns this value builds.
+    part: Part,
+}
+
+/// The columns a [`MessageColumns`] builds: two threads can build the two halves of one batch
+/// from the same records, each walking them (see [`read_log`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Every column.
+    All,
+    /// The body and the fixed-width columns.
+    Core,
+    /// The text columns: topic, properties, tags, keys, uniq_key, hosts, msg_id.
+    Text,
+}
+
+impl Part {
+    fn core(self) -> bool {
+        self != Part::Text
+    }
+
+    fn text(self) -> bool {
+        self != Part::Core
+    }
 }
 
 impl MessageColumns {
     /// Columns for about `rows_hint` rows (reserved for at most [`MAX_ROWS`]) of at most
     /// `max_bytes` stored bytes (at least one row).
     pub(crate) fn new(rows_hint: usize, max_bytes: usize) -> Self {
+        Self::new_part(rows_hint, max_bytes, Part::All)
+    }
+
+    fn new_part(rows_hint: usize, max_bytes: usize, part: Part) -> Self {
         let rows = rows_hint.min(MAX_ROWS);
         // The data of the variable-length columns is reserved on the first record (see
         // `reserve_like`), bounded by `max_bytes`; every buffer comes from the pool.
-        let s = || Utf8Col::with_capacity(rows, 0);
-        let mut prop_offsets = I32S.take(rows + 1);
+        let (c, t) = (
+            if part.core() { rows } else { 0 },
+            if part.text() { rows } else { 0 },
+        );
+        let s = |rows: usize| Utf8Col::with_capacity(rows, 0);
+        let mut prop_offsets = I32S.take(t + 1);
         prop_offsets.push(0);
         MessageColumns {
-            topic: s(),
-            queue_id: I32S.take(rows),
-            queue_offset: I64S.take(rows),
-            commitlog_offset: I64S.take(rows),
-            store_size: I32S.take(rows),
-            body: s(),
-            body_crc: I32S.take(rows),
-            flag: I32S.take(rows),
-            sys_flag: I32S.take(rows),
-            tags: s().nullable(),
-            keys: s().nullable(),
+            topic: s(t),
+            queue_id: I32S.take(c),
+            queue_offset: I64S.take(c),
+            commitlog_offset: I64S.take(c),
+            store_size: I32S.take(c),
+            body: s(c),
+            body_crc: I32S.take(c),
+            flag: I32S.take(c),
+            sys_flag: I32S.take(c),
+            tags: s(t).nullable(),
+            keys: s(t).nullable(),
             prop_offsets,
-            prop_keys: s(),
-            prop_values: s(),
-            born_timestamp: I64S.take(rows),
+            prop_keys: s(t),
+            prop_values: s(t),
+            born_timestamp: I64S.take(c),
             born_host: HostCol {
-                col: s(),
+                col: s(t),
                 last: None,
             },
-            store_timestamp: I64S.take(rows),
+            store_timestamp: I64S.take(c),
             store_host: HostCol {
-                col: s(),
+                col: s(t),
                 last: None,
             },
-            reconsume_times: I32S.take(rows),
-            prepared_transaction_offset: I64S.take(rows),
-            msg_id: s(),
-            uniq_key: s().nullable(),
+            reconsume_times: I32S.take(c),
+            prepared_transaction_offset: I64S.take(c),
+            msg_id: s(t),
+            uniq_key: s(t).nullable(),
             ids: OffsetMsgIds::default(),
             budget_used: 0,
             stored: 0,
             max_bytes,
             scratch: Vec::new(),
             rows,
+            count: 0,
+            part,
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.queue_id.len()
+        self.count
+    }
+
+    /// The batch of `self` (built as [`Part::Core`]) and `text` (as [`Part::Text`], from the
+    /// same records).
+    fn merge(mut self, text: MessageColumns) -> MessageColumns {
+        self.topic = text.topic;
+        self.tags = text.tags;
+        self.keys = text.keys;
+        self.prop_offsets = text.prop_offsets;
+        self.prop_keys = text.prop_keys;
+        self.prop_values = text.prop_values;
+        self.born_host = text.born_host;
+        self.store_host = text.store_host;
+        self.msg_id = text.msg_id;
+        self.uniq_key = text.uniq_key;
+        self.part = Part::All;
+        self
     }
 
     /// Appends one record; returns `false` (appending nothing) if it would push a column past
@@ -389,26 +442,31 @@ impl MessageColumns {
         if self.len() == 0 {
             self.reserve_like(v);
         }
-        self.topic.push(v.topic.as_bytes());
-        self.queue_id.push(v.queue_id);
-        self.queue_offset.push(v.queue_offset);
-        self.commitlog_offset.push(v.physical_offset);
-        self.store_size.push(v.total_size);
-        self.body.push(v.body);
-        self.body_crc.push(v.body_crc);
-        self.flag.push(v.flag);
-        self.sys_flag.push(v.sys_flag);
-        self.push_properties(v.properties_raw);
-        self.born_timestamp.push(v.born_timestamp);
-        self.born_host.push(v.born_host);
-        self.store_timestamp.push(v.store_timestamp);
-        self.store_host.push(v.store_host);
-        self.reconsume_times.push(v.reconsume_times);
-        self.prepared_transaction_offset
-            .push(v.prepared_transaction_offset);
-        self.ids
-            .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
-        self.msg_id.close_value();
+        self.count += 1;
+        if self.part.core() {
+            self.queue_id.push(v.queue_id);
+            self.queue_offset.push(v.queue_offset);
+            self.commitlog_offset.push(v.physical_offset);
+            self.store_size.push(v.total_size);
+            self.body.push(v.body);
+            self.body_crc.push(v.body_crc);
+            self.flag.push(v.flag);
+            self.sys_flag.push(v.sys_flag);
+            self.born_timestamp.push(v.born_timestamp);
+            self.store_timestamp.push(v.store_timestamp);
+            self.reconsume_times.push(v.reconsume_times);
+            self.prepared_transaction_offset
+                .push(v.prepared_transaction_offset);
+        }
+        if self.part.text() {
+            self.topic.push(v.topic.as_bytes());
+            self.push_properties(v.properties_raw);
+            self.born_host.push(v.born_host);
+            self.store_host.push(v.store_host);
+            self.ids
+                .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
+            self.msg_id.close_value();
+        }
         true
     }
 
@@ -423,13 +481,19 @@ impl MessageColumns {
         let cap = |per_row: usize| rows.saturating_mul(per_row).min(bound);
         let props = v.properties_raw.len();
         let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
+        let (core, text) = (self.part.core(), self.part.text());
         let reserve = |col: &mut Utf8Col, per_row: usize| {
             let want = cap(per_row);
             if col.data.capacity() < want {
                 BYTES.give(std::mem::replace(&mut col.data, BYTES.take(want)));
             }
         };
-        reserve(&mut self.body, v.body.len());
+        if core {
+            reserve(&mut self.body, v.body.len());
+        }
+        if !text {
+            return;
+        }
         reserve(&mut self.topic, v.topic.len());
         reserve(&mut self.born_host.col, 24);
         reserve(&mut self.store_host.col, 24);
@@ -533,7 +597,65 @@ impl MessageColumns {
     }
 }
 
-/// `read_arrow`: records in `[from, end)` in commit log order.
+/// Batches expected to hold fewer rows than this are built by one thread.
+const PARALLEL_MIN_ROWS: usize = 2048;
+
+/// Batches of a smaller `max_bytes` are built by one thread.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// Threads that build one message batch: 2 on a machine with two or more cores, unless the
+/// environment variable `ROCKETSTORE_ARROW_READ_THREADS` is `1` (read once per process; for
+/// processes that already keep every core busy, like one Spark task per core).
+fn build_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let wanted = std::env::var("ROCKETSTORE_ARROW_READ_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(2);
+        wanted.clamp(1, 2).min(cores)
+    })
+}
+
+/// Builds one batch with `walk` (which visits the records, feeding each to the columns, and
+/// returns where to continue; its flag says whether it is the walk that checks CRCs): on two
+/// threads ([`build_threads`]) when the batch is large enough, one building
+/// [`Part::Core`] and the other [`Part::Text`] from its own walk over the same records; on one
+/// thread otherwise, or again on one thread if the two walks did not see the same records (a
+/// concurrent append or deletion), which gives the same result.
+fn build<N: PartialEq + Send>(
+    rows_hint: usize,
+    max_bytes: usize,
+    walk: impl Fn(&mut MessageColumns, bool) -> rocketstore::Result<N> + Sync,
+) -> rocketstore::Result<(MessageColumns, N)> {
+    if build_threads() >= 2 && rows_hint >= PARALLEL_MIN_ROWS && max_bytes >= PARALLEL_MIN_BYTES {
+        let (core, text) = std::thread::scope(|s| {
+            let helper = std::thread::Builder::new()
+                .name("rs-arrow-read".into())
+                .spawn_scoped(s, || {
+                    let mut t = MessageColumns::new_part(rows_hint, max_bytes, Part::Text);
+                    walk(&mut t, false).map(|n| (t, n))
+                });
+            let mut c = MessageColumns::new_part(rows_hint, max_bytes, Part::Core);
+            let core = walk(&mut c, true).map(|n| (c, n));
+            let text = helper.ok().and_then(|h| h.join().ok());
+            (core, text)
+        });
+        let (core, next) = core?;
+        if let Some(Ok((text, text_next))) = text {
+            if text_next == next && text.len() == core.len() {
+                return Ok((core.merge(text), next));
+            }
+        }
+    }
+    let mut cols = MessageColumns::new(rows_hint, max_bytes);
+    let next = walk(&mut cols, true)?;
+    Ok((cols, next))
+}
+
+/// `read_arrow`: records in `[from, end)` in commit log order, at most `max` of them and (but
+/// for the first) at most `max_bytes` stored bytes.
 pub(crate) fn read_log(
     store: &Store,
     from: u64,
@@ -542,12 +664,14 @@ pub(crate) fn read_log(
     max_bytes: usize,
     check_crc: bool,
 ) -> rocketstore::Result<(MessageColumns, u64)> {
-    let mut cols = MessageColumns::new(max, max_bytes);
-    let next = store.visit_records(from, end, max, check_crc, |v| cols.push(v))?;
-    Ok((cols, next))
+    build(max, max_bytes, |cols, checks| {
+        // Only one of two walks checks CRCs (once per record).
+        store.visit_records(from, end, max, check_crc && checks, |v| cols.push(v))
+    })
 }
 
-/// `get_message_arrow`: records of one queue for queue offsets in `[from, end)` of `span`.
+/// `get_message_arrow`: records of one queue for queue offsets in `[from, end)` of `span`, at
+/// most `max_bytes` stored bytes (but for the first).
 pub(crate) fn read_queue(
     store: &Store,
     span: &QueueSpan<'_>,
@@ -562,13 +686,18 @@ pub(crate) fn read_queue(
         ..
     } = *span;
     // Reserve for the rows the queue can hold from `from`, not for `max`: a queue's last call
-    // is often short (or empty), and every reserved column is a fresh allocation.
+    // is often short (or empty).
     let left = end
         .min(store.max_offset_in_queue(topic, queue_id))
         .saturating_sub(from.max(store.min_offset_in_queue(topic, queue_id)));
-    let mut cols = MessageColumns::new(max.min(usize::try_from(left).unwrap_or(0)), max_bytes);
-    let next = store.visit_queue_records(span, |v| cols.push(v))?;
-    Ok((cols, next))
+    let rows = max.min(usize::try_from(left).unwrap_or(0));
+    build(rows, max_bytes, |cols, checks| {
+        let span = QueueSpan {
+            check_crc: span.check_crc && checks,
+            ..*span
+        };
+        store.visit_queue_records(&span, |v| cols.push(v))
+    })
 }
 
 /// The consume queue columns: topic, queue_id, queue_offset, commitlog_offset, size, tags_code.
