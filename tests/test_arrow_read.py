@@ -368,3 +368,38 @@ def test_arrow_reads_release_the_store(store: MessageStore) -> None:
         store.get_message_arrow("Topic0", 0, 0)
     with pytest.raises(StoreClosedError):
         store.read_index()
+
+
+@pytest.mark.parametrize("max_bytes", [0, 500, 3000])
+def test_max_bytes_bounds_batches(store: MessageStore, max_bytes: int) -> None:
+    """A batch ends before the record that would take its stored bytes past ``max_bytes``
+    (one record at least); the batches together are the same rows (read_arrow and
+    get_message_arrow)."""
+    results = fill(store)
+    whole, _ = read_everything(store, 65536)
+    batches, offset = [], 0
+    while True:
+        batch, offset = store.read_arrow(offset, max_bytes=max_bytes)
+        if batch.num_rows == 0:
+            break
+        sizes = [int(v or 0) for v in batch.column("store_size").to_pylist()]
+        assert len(sizes) == 1 or sum(sizes) <= max_bytes
+        batches.append(batch)
+    assert pa.Table.from_batches(batches, schema=MESSAGE_SCHEMA).equals(whole)
+    assert len(batches) > 1
+    assert results
+    topic, queue = "Topic0", 0
+    full, _ = store.get_message_arrow(topic, queue, 0)
+    parts, qoff = [], 0
+    while True:
+        batch, qoff = store.get_message_arrow(topic, queue, qoff, max_bytes=max_bytes)
+        if batch.num_rows == 0:
+            break
+        sizes = [int(v or 0) for v in batch.column("store_size").to_pylist()]
+        assert len(sizes) == 1 or sum(sizes) <= max_bytes
+        parts.append(batch)
+    assert pa.Table.from_batches(parts, schema=MESSAGE_SCHEMA).equals(
+        pa.Table.from_batches([full], schema=MESSAGE_SCHEMA)
+    )
+    with pytest.raises(InvalidMessageError):
+        store.read_arrow(0, max_bytes=-1)

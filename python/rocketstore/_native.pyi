@@ -450,7 +450,12 @@ class MessageStore:
     def _set_clock_ms(self, now_ms: int | None) -> None: ...
     def _set_disk_usage(self, ratio: float | None) -> None: ...
     def _read_log_columns(
-        self, from_offset: int, max_messages: int, end_offset: int | None, verify_crc: bool
+        self,
+        from_offset: int,
+        max_messages: int,
+        end_offset: int | None,
+        verify_crc: bool,
+        max_bytes: int,
     ) -> tuple[pa.RecordBatch, int]: ...
     def _read_queue_columns(
         self,
@@ -461,6 +466,7 @@ class MessageStore:
         end_offset: int | None,
         verify_crc: bool,
         tags: str | None,
+        max_bytes: int,
     ) -> tuple[pa.RecordBatch, int]: ...
     def _read_cq_columns(
         self, topic: str, queue_id: int, offset: int, max_units: int

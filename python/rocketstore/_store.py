@@ -12,7 +12,17 @@ from rocketstore.exceptions import InvalidMessageError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowArrayExportable", "ArrowStreamExportable", "GetMessageStatus", "MessageStore"]
+__all__ = [
+    "DEFAULT_MAX_BATCH_BYTES",
+    "ArrowArrayExportable",
+    "ArrowStreamExportable",
+    "GetMessageStatus",
+    "MessageStore",
+]
+
+#: Default ``max_bytes`` of :meth:`MessageStore.read_arrow` and
+#: :meth:`MessageStore.get_message_arrow`: stored bytes per batch (8 MiB).
+DEFAULT_MAX_BATCH_BYTES = 8 << 20
 
 
 class ArrowStreamExportable(Protocol):
@@ -162,6 +172,7 @@ class MessageStore(_native.MessageStore):
         max_messages: int = 65536,
         end_offset: int | None = None,
         verify_crc: bool = False,
+        max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> tuple[pa.RecordBatch, int]:
         """Reads messages in commit log order as a ``pyarrow.RecordBatch``.
 
@@ -169,6 +180,12 @@ class MessageStore(_native.MessageStore):
         offset lies in ``[from_offset, end_offset)`` (``end_offset=None``: to the end of the
         data), with the schema :data:`rocketstore.MESSAGE_SCHEMA`, and the offset to continue
         from. At the end the batch is empty and ``next_offset == from_offset``.
+        A batch also ends before the record that would take its stored bytes (the sum of
+        ``store_size``) past ``max_bytes`` (like RocketMQ's ``maxTransferBytesOnMessageInMemory``
+        for a pull; default :data:`DEFAULT_MAX_BATCH_BYTES`, 8 MiB; range 0 to 2**63 - 1) but
+        always holds at least one record, so loop until the batch is empty. Batches of a few MiB
+        are the fastest: their column buffers return to a bounded pool when the batch is
+        freed and are reused by the next call, where fresh memory is faulted in and zeroed.
         ``from_offset`` must be a record boundary (0 or any ``commitlog_offset``/``next_offset``;
         offsets below the oldest stored record start at the oldest). The columns are built in
         Rust straight from the store's files, with the GIL released (no Python object per row).
@@ -186,7 +203,11 @@ class MessageStore(_native.MessageStore):
                 print(batch.column("topic"), batch.column("body"))
         """
         return self._read_log_columns(
-            from_offset, _count("max_messages", max_messages), end_offset, verify_crc
+            from_offset,
+            _count("max_messages", max_messages),
+            end_offset,
+            verify_crc,
+            _count("max_bytes", max_bytes),
         )
 
     def get_message_arrow(
@@ -199,6 +220,7 @@ class MessageStore(_native.MessageStore):
         end_offset: int | None = None,
         verify_crc: bool = False,
         tags: str | None = None,
+        max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> tuple[pa.RecordBatch, int]:
         """Reads one queue's messages, through its consume queue, as a ``pyarrow.RecordBatch``.
 
@@ -206,8 +228,9 @@ class MessageStore(_native.MessageStore):
         offsets in ``[offset, end_offset)`` (clamped to the queue's ``[min, max)``), in queue
         order, with the schema :data:`rocketstore.MESSAGE_SCHEMA`, and the queue offset to
         continue from. ``tags`` filters like :meth:`get_message` (``"TagA || TagB"``); entries
-        whose commit log record was already deleted are skipped. An empty batch means the
-        range is exhausted. ``verify_crc=True`` checks every body CRC
+        whose commit log record was already deleted are skipped. ``max_bytes`` bounds the
+        batch's stored bytes like :meth:`read_arrow` (at least one message per batch). An
+        empty batch means the range is exhausted. ``verify_crc=True`` checks every body CRC
         (:class:`~rocketstore.exceptions.CorruptionError` on a mismatch).
 
         Example::
@@ -228,6 +251,7 @@ class MessageStore(_native.MessageStore):
             end_offset,
             verify_crc,
             tags,
+            _count("max_bytes", max_bytes),
         )
 
     def read_consume_queue(

@@ -19,18 +19,23 @@ use arrow_array::{
     ArrayRef, BinaryArray, Int32Array, Int64Array, MapArray, RecordBatch, StringArray, StructArray,
     TimestampMillisecondArray,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rocketstore::format::{parse_properties, HostAddr, OffsetMsgIds, RecordView};
 use rocketstore::{IndexFileEntries, QueueSpan, Store};
 
+use crate::buffer_pool::{BYTES, I32S, I64S};
+
 /// Arrow's limit for one string/binary column with 32-bit offsets, with room to spare.
 const MAX_COLUMN_BYTES: usize = (i32::MAX as usize) - (1 << 20);
 
 /// Per-row allowance for the columns that do not come from the record itself (msg_id, hosts).
 const ROW_OVERHEAD: usize = 64;
+
+/// Rows reserved for at most (a batch asked for more rows grows its columns).
+const MAX_ROWS: usize = 1 << 16;
 
 fn offset_i32(len: usize) -> i32 {
     // Callers keep every column below MAX_COLUMN_BYTES, so this never saturates.
@@ -50,11 +55,11 @@ struct Utf8Col {
 
 impl Utf8Col {
     fn with_capacity(rows: usize, bytes: usize) -> Self {
-        let mut offsets = Vec::with_capacity(rows + 1);
+        let mut offsets = I32S.take(rows + 1);
         offsets.push(0);
         Utf8Col {
             offsets,
-            data: Vec::with_capacity(bytes),
+            data: BYTES.take(bytes),
             validity: Vec::new(),
             nulls: 0,
             nullable: false,
@@ -76,6 +81,9 @@ impl Utf8Col {
         }
         let byte = i / 8;
         if self.validity.len() <= byte {
+            if self.validity.capacity() == 0 {
+                self.validity = BYTES.take(self.offsets.capacity().div_ceil(8));
+            }
             self.validity.resize(byte + 1, 0);
         }
         if valid {
@@ -117,15 +125,15 @@ impl Utf8Col {
         }
         let len = self.len();
         self.validity.resize(len.div_ceil(8), 0);
-        let bits = Buffer::from_vec(std::mem::take(&mut self.validity));
+        let bits = BYTES.buffer(std::mem::take(&mut self.validity));
         Some(NullBuffer::new(BooleanBuffer::new(bits, 0, len)))
     }
 
     fn into_parts(mut self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
         let nulls = self.nulls();
         (
-            OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
-            Buffer::from_vec(self.data),
+            OffsetBuffer::new(I32S.scalars(self.offsets)),
+            BYTES.buffer(self.data),
             nulls,
         )
     }
@@ -152,15 +160,15 @@ fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
 }
 
 fn i32s(v: Vec<i32>) -> ArrayRef {
-    Arc::new(Int32Array::new(ScalarBuffer::from(v), None))
+    Arc::new(Int32Array::new(I32S.scalars(v), None))
 }
 
 fn i64s(v: Vec<i64>) -> ArrayRef {
-    Arc::new(Int64Array::new(ScalarBuffer::from(v), None))
+    Arc::new(Int64Array::new(I64S.scalars(v), None))
 }
 
 fn millis(v: Vec<i64>) -> ArrayRef {
-    Arc::new(TimestampMillisecondArray::new(ScalarBuffer::from(v), None).with_timezone("UTC"))
+    Arc::new(TimestampMillisecondArray::new(I64S.scalars(v), None).with_timezone("UTC"))
 }
 
 fn timestamp_ms() -> DataType {
@@ -302,57 +310,118 @@ pub(crate) struct MessageColumns {
     ids: OffsetMsgIds,
     /// Record bytes taken so far plus the per-row allowance (bounds every string column).
     budget_used: usize,
+    /// Stored bytes (sum of `store_size`) taken so far.
+    stored: usize,
+    /// The batch ends before a record that would take `stored` past this (`max_bytes`).
+    max_bytes: usize,
     scratch: Vec<(&'static str, &'static str)>,
     /// Rows this batch may hold (capacity planning).
     rows: usize,
+    /// Rows taken.
+    count: usize,
+    /// Which columns this value builds.
+    part: Part,
+}
+
+/// The columns a [`MessageColumns`] builds: two threads can build the two halves of one batch
+/// from the same records, each walking them (see [`read_log`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Every column.
+    All,
+    /// The body and the fixed-width columns.
+    Core,
+    /// The text columns: topic, properties, tags, keys, uniq_key, hosts, msg_id.
+    Text,
+}
+
+impl Part {
+    fn core(self) -> bool {
+        self != Part::Text
+    }
+
+    fn text(self) -> bool {
+        self != Part::Core
+    }
 }
 
 impl MessageColumns {
-    pub(crate) fn new(rows_hint: usize) -> Self {
-        let rows = rows_hint.min(1 << 16);
+    /// Columns for about `rows_hint` rows (reserved for at most [`MAX_ROWS`]) of at most
+    /// `max_bytes` stored bytes (at least one row).
+    pub(crate) fn new(rows_hint: usize, max_bytes: usize) -> Self {
+        Self::new_part(rows_hint, max_bytes, Part::All)
+    }
+
+    fn new_part(rows_hint: usize, max_bytes: usize, part: Part) -> Self {
+        let rows = rows_hint.min(MAX_ROWS);
         // The data of the variable-length columns is reserved on the first record (see
-        // `reserve_like`): allocated once, at its size, never regrown (a realloc would copy).
-        let s = |_bytes_per_row: usize| Utf8Col::with_capacity(rows, 0);
-        let mut prop_offsets = Vec::with_capacity(rows + 1);
+        // `reserve_like`), bounded by `max_bytes`; every buffer comes from the pool.
+        let (c, t) = (
+            if part.core() { rows } else { 0 },
+            if part.text() { rows } else { 0 },
+        );
+        let s = |rows: usize| Utf8Col::with_capacity(rows, 0);
+        let mut prop_offsets = I32S.take(t + 1);
         prop_offsets.push(0);
         MessageColumns {
-            topic: s(16),
-            queue_id: Vec::with_capacity(rows),
-            queue_offset: Vec::with_capacity(rows),
-            commitlog_offset: Vec::with_capacity(rows),
-            store_size: Vec::with_capacity(rows),
-            body: s(128),
-            body_crc: Vec::with_capacity(rows),
-            flag: Vec::with_capacity(rows),
-            sys_flag: Vec::with_capacity(rows),
-            tags: s(8).nullable(),
-            keys: s(8).nullable(),
+            topic: s(t),
+            queue_id: I32S.take(c),
+            queue_offset: I64S.take(c),
+            commitlog_offset: I64S.take(c),
+            store_size: I32S.take(c),
+            body: s(c),
+            body_crc: I32S.take(c),
+            flag: I32S.take(c),
+            sys_flag: I32S.take(c),
+            tags: s(t).nullable(),
+            keys: s(t).nullable(),
             prop_offsets,
-            prop_keys: s(24),
-            prop_values: s(32),
-            born_timestamp: Vec::with_capacity(rows),
+            prop_keys: s(t),
+            prop_values: s(t),
+            born_timestamp: I64S.take(c),
             born_host: HostCol {
-                col: s(16),
+                col: s(t),
                 last: None,
             },
-            store_timestamp: Vec::with_capacity(rows),
+            store_timestamp: I64S.take(c),
             store_host: HostCol {
-                col: s(16),
+                col: s(t),
                 last: None,
             },
-            reconsume_times: Vec::with_capacity(rows),
-            prepared_transaction_offset: Vec::with_capacity(rows),
-            msg_id: s(32),
-            uniq_key: s(32).nullable(),
+            reconsume_times: I32S.take(c),
+            prepared_transaction_offset: I64S.take(c),
+            msg_id: s(t),
+            uniq_key: s(t).nullable(),
             ids: OffsetMsgIds::default(),
             budget_used: 0,
+            stored: 0,
+            max_bytes,
             scratch: Vec::new(),
             rows,
+            count: 0,
+            part,
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.queue_id.len()
+        self.count
+    }
+
+    /// The batch of `self` (built as [`Part::Core`]) and `text` (as [`Part::Text`], from the
+    /// same records).
+    fn merge(mut self, text: MessageColumns) -> MessageColumns {
+        self.topic = text.topic;
+        self.tags = text.tags;
+        self.keys = text.keys;
+        self.prop_offsets = text.prop_offsets;
+        self.prop_keys = text.prop_keys;
+        self.prop_values = text.prop_values;
+        self.born_host = text.born_host;
+        self.store_host = text.store_host;
+        self.msg_id = text.msg_id;
+        self.uniq_key = text.uniq_key;
+        self.part = Part::All;
+        self
     }
 
     /// Appends one record; returns `false` (appending nothing) if it would push a column past
@@ -361,59 +430,87 @@ impl MessageColumns {
         let need = usize::try_from(v.total_size)
             .unwrap_or(0)
             .saturating_add(ROW_OVERHEAD);
-        if self.len() > 0 && self.budget_used.saturating_add(need) > MAX_COLUMN_BYTES {
+        let size = usize::try_from(v.total_size).unwrap_or(0);
+        if self.len() > 0
+            && (self.budget_used.saturating_add(need) > MAX_COLUMN_BYTES
+                || self.stored.saturating_add(size) > self.max_bytes)
+        {
             return false;
         }
         self.budget_used = self.budget_used.saturating_add(need);
+        self.stored = self.stored.saturating_add(size);
         if self.len() == 0 {
             self.reserve_like(v);
         }
-        self.topic.push(v.topic.as_bytes());
-        self.queue_id.push(v.queue_id);
-        self.queue_offset.push(v.queue_offset);
-        self.commitlog_offset.push(v.physical_offset);
-        self.store_size.push(v.total_size);
-        self.body.push(v.body);
-        self.body_crc.push(v.body_crc);
-        self.flag.push(v.flag);
-        self.sys_flag.push(v.sys_flag);
-        self.push_properties(v.properties_raw);
-        self.born_timestamp.push(v.born_timestamp);
-        self.born_host.push(v.born_host);
-        self.store_timestamp.push(v.store_timestamp);
-        self.store_host.push(v.store_host);
-        self.reconsume_times.push(v.reconsume_times);
-        self.prepared_transaction_offset
-            .push(v.prepared_transaction_offset);
-        self.ids
-            .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
-        self.msg_id.close_value();
+        self.count += 1;
+        if self.part.core() {
+            self.queue_id.push(v.queue_id);
+            self.queue_offset.push(v.queue_offset);
+            self.commitlog_offset.push(v.physical_offset);
+            self.store_size.push(v.total_size);
+            self.body.push(v.body);
+            self.body_crc.push(v.body_crc);
+            self.flag.push(v.flag);
+            self.sys_flag.push(v.sys_flag);
+            self.born_timestamp.push(v.born_timestamp);
+            self.store_timestamp.push(v.store_timestamp);
+            self.reconsume_times.push(v.reconsume_times);
+            self.prepared_transaction_offset
+                .push(v.prepared_transaction_offset);
+        }
+        if self.part.text() {
+            self.topic.push(v.topic.as_bytes());
+            self.push_properties(v.properties_raw);
+            self.born_host.push(v.born_host);
+            self.store_host.push(v.store_host);
+            self.ids
+                .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
+            self.msg_id.close_value();
+        }
         true
     }
 
-    /// Reserves room for `rows` records like `v` (the first): reserved, untouched memory
-    /// costs nothing, while growing a column copies it and faults its pages in again.
+    /// Reserves room for `rows` records like `v` (the first), each column at most what
+    /// `max_bytes` of records can hold: reserved, untouched memory costs nothing, while
+    /// growing a column copies it.
     fn reserve_like(&mut self, v: &RecordView<'_>) {
-        let rows = self.rows;
-        let cap = |per_row: usize| rows.saturating_mul(per_row).min(MAX_COLUMN_BYTES);
-        self.body.data.reserve(cap(v.body.len()));
-        self.topic.data.reserve(cap(v.topic.len()));
-        self.born_host.col.data.reserve(cap(24));
-        self.store_host.col.data.reserve(cap(24));
-        self.msg_id.data.reserve(cap(40));
+        let size = usize::try_from(v.total_size).unwrap_or(1).max(1);
+        // Rows of this size that fit the byte bound.
+        let rows = self.rows.min(self.max_bytes / size + 1);
+        let bound = self.max_bytes.min(MAX_COLUMN_BYTES);
+        let cap = |per_row: usize| rows.saturating_mul(per_row).min(bound);
         let props = v.properties_raw.len();
-        for col in [
-            &mut self.prop_keys,
-            &mut self.prop_values,
-            &mut self.tags,
-            &mut self.keys,
-            &mut self.uniq_key,
-        ] {
-            col.data.reserve(cap(props));
-        }
         let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
-        self.prop_keys.offsets.reserve(rows.saturating_mul(pairs));
-        self.prop_values.offsets.reserve(rows.saturating_mul(pairs));
+        let (core, text) = (self.part.core(), self.part.text());
+        let reserve = |col: &mut Utf8Col, per_row: usize| {
+            let want = cap(per_row);
+            if col.data.capacity() < want {
+                BYTES.give(std::mem::replace(&mut col.data, BYTES.take(want)));
+            }
+        };
+        if core {
+            reserve(&mut self.body, v.body.len());
+        }
+        if !text {
+            return;
+        }
+        reserve(&mut self.topic, v.topic.len());
+        reserve(&mut self.born_host.col, 24);
+        reserve(&mut self.store_host.col, 24);
+        reserve(&mut self.msg_id, 32);
+        reserve(&mut self.prop_keys, props);
+        reserve(&mut self.prop_values, props);
+        for col in [&mut self.tags, &mut self.keys, &mut self.uniq_key] {
+            reserve(col, 32.min(props));
+        }
+        for col in [&mut self.prop_keys, &mut self.prop_values] {
+            let want = rows.saturating_mul(pairs) + 1;
+            if col.offsets.capacity() < want {
+                let mut o = I32S.take(want);
+                o.push(0);
+                I32S.give(std::mem::replace(&mut col.offsets, o));
+            }
+        }
     }
 
     fn push_properties(&mut self, raw: &[u8]) {
@@ -468,7 +565,7 @@ impl MessageColumns {
         .map_err(arrow_err)?;
         let properties = MapArray::try_new(
             map_entries(),
-            OffsetBuffer::new(ScalarBuffer::from(self.prop_offsets)),
+            OffsetBuffer::new(I32S.scalars(self.prop_offsets)),
             entries,
             None,
             false,
@@ -500,23 +597,85 @@ impl MessageColumns {
     }
 }
 
-/// `read_arrow`: records in `[from, end)` in commit log order.
+/// Batches expected to hold fewer rows than this are built by one thread.
+const PARALLEL_MIN_ROWS: usize = 2048;
+
+/// Batches of a smaller `max_bytes` are built by one thread.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// Threads that build one message batch: 2 on a machine with two or more cores, unless the
+/// environment variable `ROCKETSTORE_ARROW_READ_THREADS` is `1` (read once per process; for
+/// processes that already keep every core busy, like one Spark task per core).
+fn build_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let wanted = std::env::var("ROCKETSTORE_ARROW_READ_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(2);
+        wanted.clamp(1, 2).min(cores)
+    })
+}
+
+/// Builds one batch with `walk` (which visits the records, feeding each to the columns, and
+/// returns where to continue; its flag says whether it is the walk that checks CRCs): on two
+/// threads ([`build_threads`]) when the batch is large enough, one building
+/// [`Part::Core`] and the other [`Part::Text`] from its own walk over the same records; on one
+/// thread otherwise, or again on one thread if the two walks did not see the same records (a
+/// concurrent append or deletion), which gives the same result.
+fn build<N: PartialEq + Send>(
+    rows_hint: usize,
+    max_bytes: usize,
+    walk: impl Fn(&mut MessageColumns, bool) -> rocketstore::Result<N> + Sync,
+) -> rocketstore::Result<(MessageColumns, N)> {
+    if build_threads() >= 2 && rows_hint >= PARALLEL_MIN_ROWS && max_bytes >= PARALLEL_MIN_BYTES {
+        let (core, text) = std::thread::scope(|s| {
+            let helper = std::thread::Builder::new()
+                .name("rs-arrow-read".into())
+                .spawn_scoped(s, || {
+                    let mut t = MessageColumns::new_part(rows_hint, max_bytes, Part::Text);
+                    walk(&mut t, false).map(|n| (t, n))
+                });
+            let mut c = MessageColumns::new_part(rows_hint, max_bytes, Part::Core);
+            let core = walk(&mut c, true).map(|n| (c, n));
+            let text = helper.ok().and_then(|h| h.join().ok());
+            (core, text)
+        });
+        let (core, next) = core?;
+        if let Some(Ok((text, text_next))) = text {
+            if text_next == next && text.len() == core.len() {
+                return Ok((core.merge(text), next));
+            }
+        }
+    }
+    let mut cols = MessageColumns::new(rows_hint, max_bytes);
+    let next = walk(&mut cols, true)?;
+    Ok((cols, next))
+}
+
+/// `read_arrow`: records in `[from, end)` in commit log order, at most `max` of them and (but
+/// for the first) at most `max_bytes` stored bytes.
 pub(crate) fn read_log(
     store: &Store,
     from: u64,
     end: u64,
     max: usize,
+    max_bytes: usize,
     check_crc: bool,
 ) -> rocketstore::Result<(MessageColumns, u64)> {
-    let mut cols = MessageColumns::new(max);
-    let next = store.visit_records(from, end, max, check_crc, |v| cols.push(v))?;
-    Ok((cols, next))
+    build(max, max_bytes, |cols, checks| {
+        // Only one of two walks checks CRCs (once per record).
+        store.visit_records(from, end, max, check_crc && checks, |v| cols.push(v))
+    })
 }
 
-/// `get_message_arrow`: records of one queue for queue offsets in `[from, end)` of `span`.
+/// `get_message_arrow`: records of one queue for queue offsets in `[from, end)` of `span`, at
+/// most `max_bytes` stored bytes (but for the first).
 pub(crate) fn read_queue(
     store: &Store,
     span: &QueueSpan<'_>,
+    max_bytes: usize,
 ) -> rocketstore::Result<(MessageColumns, i64)> {
     let QueueSpan {
         topic,
@@ -527,13 +686,18 @@ pub(crate) fn read_queue(
         ..
     } = *span;
     // Reserve for the rows the queue can hold from `from`, not for `max`: a queue's last call
-    // is often short (or empty), and every reserved column is a fresh allocation.
+    // is often short (or empty).
     let left = end
         .min(store.max_offset_in_queue(topic, queue_id))
         .saturating_sub(from.max(store.min_offset_in_queue(topic, queue_id)));
-    let mut cols = MessageColumns::new(max.min(usize::try_from(left).unwrap_or(0)));
-    let next = store.visit_queue_records(span, |v| cols.push(v))?;
-    Ok((cols, next))
+    let rows = max.min(usize::try_from(left).unwrap_or(0));
+    build(rows, max_bytes, |cols, checks| {
+        let span = QueueSpan {
+            check_crc: span.check_crc && checks,
+            ..*span
+        };
+        store.visit_queue_records(&span, |v| cols.push(v))
+    })
 }
 
 /// The consume queue columns: topic, queue_id, queue_offset, commitlog_offset, size, tags_code.

@@ -11,12 +11,14 @@
 //! - `store`: the `MessageStore` handle and its scan iterator (GIL release, fork guard).
 //! - `arrow`: `put_batch` for Arrow input through the Arrow PyCapsule interface (`pyo3-arrow`).
 //! - `arrow_read`: the Arrow reads and the one definition of their schemas.
+//! - `buffer_pool`: the Arrow reads' column buffers, reused across calls.
 //! - `read`: `GetResult` and the statistics dict of the read path.
 //! - `config`: `**config` keywords and the configuration field table.
 //! - `spark`: the Spark data source's column kernels and `verify_store`.
 
 mod arrow;
 mod arrow_read;
+mod buffer_pool;
 mod config;
 mod convert;
 mod error;

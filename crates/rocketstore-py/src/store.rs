@@ -961,7 +961,7 @@ impl MessageStore {
 
     /// Arrow read of the commit log (private; see ``rocketstore.MessageStore.read_arrow``).
     /// Returns ``(pyarrow.RecordBatch, next_offset)``.
-    #[pyo3(signature = (from_offset, max_messages, end_offset, verify_crc))]
+    #[pyo3(signature = (from_offset, max_messages, end_offset, verify_crc, max_bytes))]
     fn _read_log_columns<'py>(
         &self,
         py: Python<'py>,
@@ -969,12 +969,13 @@ impl MessageStore {
         max_messages: usize,
         end_offset: Option<i64>,
         verify_crc: bool,
+        max_bytes: usize,
     ) -> PyResult<(Bound<'py, PyAny>, u64)> {
         let store = self.store(py)?;
         let from = offset_arg(py, &store, from_offset)?;
         let end = end_offset.map_or(u64::MAX, |e| u64::try_from(e).unwrap_or(0));
         let (cols, next) = py
-            .detach(|| arrow_read::read_log(&store, from, end, max_messages, verify_crc))
+            .detach(|| arrow_read::read_log(&store, from, end, max_messages, max_bytes, verify_crc))
             .map_err(|e| map_error(py, &e))?;
         Ok((
             PyRecordBatch::new(cols.into_batch()?).into_pyarrow(py)?,
@@ -985,7 +986,7 @@ impl MessageStore {
     /// Arrow read through a consume queue (private; see
     /// ``rocketstore.MessageStore.get_message_arrow``). Returns ``(pyarrow.RecordBatch,
     /// next_offset)``.
-    #[pyo3(signature = (topic, queue_id, offset, max_messages, end_offset, verify_crc, tags))]
+    #[pyo3(signature = (topic, queue_id, offset, max_messages, end_offset, verify_crc, tags, max_bytes))]
     #[allow(clippy::too_many_arguments)]
     fn _read_queue_columns<'py>(
         &self,
@@ -997,6 +998,7 @@ impl MessageStore {
         end_offset: Option<i64>,
         verify_crc: bool,
         tags: Option<&str>,
+        max_bytes: usize,
     ) -> PyResult<(Bound<'py, PyAny>, i64)> {
         let store = self.store(py)?;
         let end = end_offset.unwrap_or(i64::MAX);
@@ -1011,7 +1013,7 @@ impl MessageStore {
                     check_crc: verify_crc,
                     subscription: tags,
                 };
-                arrow_read::read_queue(&store, &span)
+                arrow_read::read_queue(&store, &span, max_bytes)
             })
             .map_err(|e| map_error(py, &e))?;
         Ok((
