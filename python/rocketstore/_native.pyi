@@ -577,9 +577,8 @@ def body_sha256(bodies: Any) -> Any:
 
 def spark_read_log(
     store: MessageStore,
-    from_offset: int,
+    range: tuple[int, int],
     max_messages: int,
-    end_offset: int,
     verify_crc: bool,
     schema: pa.Schema,
     label: str,

@@ -322,22 +322,22 @@ fn conform(batch: &RecordBatch, schema: SchemaRef, store: &str) -> PyResult<Reco
     .map_err(arrow_err)
 }
 
-/// Records of `[from_offset, end_offset)` in commit log order as a batch of the Spark
-/// schema `schema` (private; used by `rocketstore.spark`). Returns `(batch, next_offset)`
-/// like `MessageStore.read_arrow`.
+/// Records of `range` = `(from_offset, end_offset)` in commit log order as a batch of the
+/// Spark schema `schema` (private; used by `rocketstore.spark`). Returns `(batch,
+/// next_offset)` like `MessageStore.read_arrow`.
 #[pyfunction]
-#[pyo3(signature = (store, from_offset, max_messages, end_offset, verify_crc, schema, label))]
+#[pyo3(signature = (store, range, max_messages, verify_crc, schema, label))]
 fn spark_read_log<'py>(
     py: Python<'py>,
     store: PyRef<'py, MessageStore>,
-    from_offset: u64,
+    range: (u64, u64),
     max_messages: usize,
-    end_offset: u64,
     verify_crc: bool,
     schema: PySchema,
     label: &str,
 ) -> PyResult<(Bound<'py, PyAny>, u64)> {
     let store = store.store(py)?;
+    let (from_offset, end_offset) = range;
     let schema = schema.into_inner();
     let batch = if let Some(fields) = lean_fields(&schema) {
         let (cols, next) = py

@@ -487,7 +487,7 @@ def read_file(
     while offset < p.end:
         if native and settings.topics is None:
             batch, nxt = spark_read_log(
-                store, offset, settings.batch_size, p.end, settings.verify_crc, target, p.store
+                store, (offset, p.end), settings.batch_size, settings.verify_crc, target, p.store
             )
             if batch.num_rows:
                 yield batch
