@@ -86,6 +86,8 @@ __all__ = [
     "config_fields",
     "prepare_batch",
     "rebuild_indexes",
+    "spark_conform",
+    "spark_read_log",
     "verify_store",
 ]
 
@@ -578,6 +580,19 @@ def body_digest(bodies: Any) -> int:
 
 def body_sha256(bodies: Any) -> Any:
     """The SHA-256 of each value of an Arrow binary or string array, as a hex string array."""
+
+def spark_read_log(
+    store: MessageStore,
+    range: tuple[int, int],
+    max_messages: int,
+    verify_crc: bool,
+    schema: pa.Schema,
+    label: str,
+) -> tuple[pa.RecordBatch, int]:
+    """Commit log records as a batch of the Spark reader's Arrow schema, and the next offset."""
+
+def spark_conform(batch: Any, schema: pa.Schema, label: str) -> pa.RecordBatch:
+    """A message batch conformed to the Spark reader's Arrow schema (``label``: ``store``)."""
 
 def prepare_batch(
     batch: Any, queue_selector: str, queue_nums: int, counter: int

@@ -15,6 +15,7 @@
 //! - `read`: `GetResult` and the statistics dict of the read path.
 //! - `config`: `**config` keywords and the configuration field table.
 //! - `spark`: the Spark data source's column kernels and `verify_store`.
+//! - `spark_read`: the Spark reader's batches, in the Arrow form of the query's Spark schema.
 
 mod arrow;
 mod arrow_read;
@@ -24,6 +25,7 @@ mod convert;
 mod error;
 mod read;
 mod spark;
+mod spark_read;
 mod store;
 
 use pyo3::exceptions::PyValueError;
@@ -63,5 +65,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::rebuild_indexes, m)?)?;
     m.add_function(wrap_pyfunction!(schema_of, m)?)?;
     spark::register(m)?;
+    spark_read::register(m)?;
     Ok(())
 }

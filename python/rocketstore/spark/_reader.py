@@ -431,6 +431,23 @@ def _arrow_target(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+def _native_target(target: pa.Schema) -> bool:
+    """True if every column of ``target`` has its default Spark type (``MESSAGE_SCHEMA``):
+    the batches are then built or conformed natively (``rocketstore._native.spark_*``),
+    with no pyarrow cast. Other types (a user schema such as ``queue_id long``) are cast."""
+    defaults = _default_types()
+    return all(f.name in defaults and f.type.equals(defaults[f.name]) for f in target)
+
+
+_DEFAULT_TYPES: dict[str, pa.DataType] = {}
+
+
+def _default_types() -> dict[str, pa.DataType]:
+    if not _DEFAULT_TYPES:
+        _DEFAULT_TYPES.update({f.name: f.type for f in _arrow_target(MESSAGE_SCHEMA)})
+    return _DEFAULT_TYPES
+
+
 def _conform(batch: pa.RecordBatch, store: str, target: pa.Schema) -> pa.RecordBatch:
     """Adds the ``store`` column and casts to the Arrow form of the Spark schema."""
     import pyarrow as pa
@@ -458,18 +475,36 @@ def _filter_topics(batch: pa.RecordBatch, topics: Sequence[str] | None) -> pa.Re
 def read_file(
     settings: ReadSettings, store: MessageStore, p: FilePartition, target: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """The records of one commit log file, in commit log order."""
+    """The records of one commit log file, in commit log order.
+
+    With the default column types and no ``topics`` filter, each batch is built natively in
+    the Arrow form of the Spark schema, holding only the requested columns when none of them
+    needs the properties (``rocketstore._native.spark_read_log``)."""
+    from rocketstore._native import spark_conform, spark_read_log
+
+    native = _native_target(target)
     offset = p.start
     while offset < p.end:
-        batch, nxt = store.read_arrow(
-            offset,
-            max_messages=settings.batch_size,
-            end_offset=p.end,
-            verify_crc=settings.verify_crc,
-        )
-        batch = _filter_topics(batch, settings.topics)
-        if batch.num_rows:
-            yield _conform(batch, p.store, target)
+        if native and settings.topics is None:
+            batch, nxt = spark_read_log(
+                store, (offset, p.end), settings.batch_size, settings.verify_crc, target, p.store
+            )
+            if batch.num_rows:
+                yield batch
+        else:
+            batch, nxt = store.read_arrow(
+                offset,
+                max_messages=settings.batch_size,
+                end_offset=p.end,
+                verify_crc=settings.verify_crc,
+            )
+            batch = _filter_topics(batch, settings.topics)
+            if batch.num_rows:
+                yield (
+                    spark_conform(batch, target, p.store)
+                    if native
+                    else _conform(batch, p.store, target)
+                )
         if nxt <= offset:
             break
         offset = nxt
@@ -479,6 +514,9 @@ def read_queue(
     settings: ReadSettings, store: MessageStore, p: QueuePartition, target: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
     """The messages of queue offsets ``[start, end)`` of one queue."""
+    from rocketstore._native import spark_conform
+
+    native = _native_target(target)
     offset = max(p.start, store.min_offset_in_queue(p.topic, p.queue_id))
     while offset < p.end:
         batch, nxt = store.get_message_arrow(
@@ -490,7 +528,11 @@ def read_queue(
             verify_crc=settings.verify_crc,
         )
         if batch.num_rows:
-            yield _conform(batch, p.store, target)
+            yield (
+                spark_conform(batch, target, p.store)
+                if native
+                else _conform(batch, p.store, target)
+            )
         if nxt <= offset:
             break
         offset = nxt

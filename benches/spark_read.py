@@ -1,0 +1,125 @@
+"""Spark read: ``format("rocketstore")`` against Parquet over the same rows, alternated.
+
+Writes the ``rocketstore bench`` table of each body size once as Parquet and as a rocketstore
+root (2 partitions, like ``rocketstore bench --spark``), then in one local[2] session times
+``sum(length(body))`` over: Parquet, rocketstore with the full schema, rocketstore with
+``.schema("body binary")``, round after round. Each line: msg/s (wall) and CPU ns per message
+of the whole process tree (driver, JVM, Python workers; /proc), and the load average.
+
+    .venv/bin/python benches/spark_read.py --sizes 100,1024 --rounds 3
+    # baseline: the same script with another checkout's package first on the path
+    PYTHONPATH=/path/to/main/python .venv/bin/python benches/spark_read.py ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--messages", type=int, default=0, help="default: as rocketstore bench")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", default=os.environ.get("ROCKETSTORE_BENCH_DIR", tempfile.gettempdir()))
+    ap.add_argument("--only", default="parquet,all,body", help="which reads, comma-separated")
+    args = ap.parse_args()
+
+    import rocketstore
+    from rocketstore._bench import BenchOptions, _tree_cpu_seconds, bench_table
+
+    print(f"rocketstore from {Path(rocketstore.__file__).parent}", flush=True)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rocketstore-spark-read")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    import rocketstore.spark as rs_spark
+
+    rs_spark.register(spark)
+    opts = BenchOptions()
+    base = Path(args.dir) / "rocketstore-spark-read"
+    try:
+        for size in [int(s) for s in args.sizes.split(",")]:
+            n = args.messages or opts.messages_for(size)
+            pq, rs = base / f"{size}-{n}.parquet", base / f"{size}-{n}.rs"
+            if not (pq / "_SUCCESS").exists() or not (rs / "_SUCCESS").exists():
+                t = bench_table(n, size)
+                plain = pa.table(
+                    {
+                        "topic": t.column("topic").cast(pa.string()),
+                        "body": t.column("body"),
+                        "queue_id": t.column("queue_id"),
+                        "tags": t.column("tags").cast(pa.string()),
+                        "keys": t.column("keys"),
+                    }
+                )
+                df = spark.createDataFrame(plain).repartition(2)
+                df.write.mode("overwrite").parquet(str(pq))
+                (
+                    df.write.format("rocketstore")
+                    .mode("overwrite")
+                    .option("mapped_file_size_commit_log", str(opts.file_size))
+                    .save(str(rs))
+                )
+            readers: dict[str, Any] = {
+                "parquet": lambda pq=pq: spark.read.parquet(str(pq)),
+                "all": lambda rs=rs: spark.read.format("rocketstore").load(str(rs)),
+                "body": lambda rs=rs: (
+                    spark.read.format("rocketstore").schema("body binary").load(str(rs))
+                ),
+            }
+            names = [x for x in args.only.split(",") if x]
+            for name in names:  # warm-up
+                readers[name]().agg(F.sum(F.length("body"))).collect()
+            got: dict[str, list[tuple[float, float]]] = {x: [] for x in names}
+            for r in range(args.rounds):
+                for name in names:
+                    c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+                    total = readers[name]().agg(F.sum(F.length("body"))).collect()[0][0]
+                    wall, cpu = time.perf_counter() - t0, _tree_cpu_seconds() - c0
+                    got[name].append((wall, cpu))
+                    print(
+                        f"{size:5d} B round {r} {name:8s} {n / wall:12,.0f} msg/s "
+                        f"{cpu * 1e9 / n:8,.0f} CPU ns/msg  sum={total}  "
+                        f"load {os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
+            pw = statistics.median(w for w, _ in got["parquet"]) if "parquet" in got else 0.0
+            for name in names:
+                w = statistics.median(x for x, _ in got[name])
+                c = statistics.median(x for _, x in got[name])
+                ratio = f"time/parquet {w / pw:5.2f}" if pw else ""
+                print(
+                    f"MEDIAN {size:5d} B {name:8s} {n / w:12,.0f} msg/s "
+                    f"{c * 1e9 / n:8,.0f} CPU ns/msg  {ratio}",
+                    flush=True,
+                )
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
