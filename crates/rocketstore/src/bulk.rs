@@ -31,21 +31,30 @@ use sha2::{Digest, Sha256};
 
 /// The digest of one body: the first 60 bits of its SHA-256, as an unsigned integer.
 pub fn digest_of(body: &[u8]) -> u64 {
-    let hash = Sha256::digest(body);
+    first_60_bits(&Sha256::digest(body))
+}
+
+/// The first 60 bits of a SHA-256 as an unsigned integer (the first 15 hex digits).
+fn first_60_bits(hash: &[u8]) -> u64 {
     let mut first = [0u8; 8];
     first.copy_from_slice(&hash[..8]);
     u64::from_be_bytes(first) >> 4
 }
 
-/// The SHA-256 of `body` as 64 lowercase hex digits (Spark SQL's `sha2(body, 256)`).
-pub fn sha256_hex(body: &[u8]) -> [u8; 64] {
+/// A SHA-256 as 64 lowercase hex digits.
+fn hex_of(hash: &[u8]) -> [u8; 64] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 64];
-    for (i, b) in Sha256::digest(body).iter().enumerate() {
+    for (i, b) in hash.iter().take(32).enumerate() {
         out[2 * i] = HEX[usize::from(b >> 4)];
         out[2 * i + 1] = HEX[usize::from(b & 15)];
     }
     out
+}
+
+/// The SHA-256 of `body` as 64 lowercase hex digits (Spark SQL's `sha2(body, 256)`).
+pub fn sha256_hex(body: &[u8]) -> [u8; 64] {
+    hex_of(&Sha256::digest(body))
 }
 
 /// The digest of a set of bodies (see the module docs); `None` (a null body) adds nothing.
@@ -78,6 +87,36 @@ pub fn message_digest(
     tags: &[u8],
     body: &[u8],
 ) -> u64 {
+    message_digest_of_hex(topic, queue_id, keys, tags, &sha256_hex(body))
+}
+
+/// [`digest_of`] and [`message_digest`] of one message, hashing the body once.
+///
+/// ```
+/// use rocketstore::bulk::{digest_of, message_digest, message_digests};
+/// let (body, message) = message_digests(b"T", Some(3), b"k", b"TagA", b"hello");
+/// assert_eq!(body, digest_of(b"hello"));
+/// assert_eq!(message, message_digest(b"T", Some(3), b"k", b"TagA", b"hello"));
+/// ```
+pub fn message_digests(
+    topic: &[u8],
+    queue_id: Option<i32>,
+    keys: &[u8],
+    tags: &[u8],
+    body: &[u8],
+) -> (u64, u64) {
+    let hash = Sha256::digest(body);
+    let message = message_digest_of_hex(topic, queue_id, keys, tags, &hex_of(&hash));
+    (first_60_bits(&hash), message)
+}
+
+fn message_digest_of_hex(
+    topic: &[u8],
+    queue_id: Option<i32>,
+    keys: &[u8],
+    tags: &[u8],
+    body_hex: &[u8; 64],
+) -> u64 {
     let mut h = Sha256::new();
     h.update(topic);
     h.update([0u8]);
@@ -89,11 +128,8 @@ pub fn message_digest(
     h.update([0u8]);
     h.update(tags);
     h.update([0u8]);
-    h.update(sha256_hex(body));
-    let hash = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&hash[..8]);
-    u64::from_be_bytes(first) >> 4
+    h.update(body_hex);
+    first_60_bits(&h.finalize())
 }
 
 /// How [`QueueChooser`] picks the queue of a message without one.

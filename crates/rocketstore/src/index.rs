@@ -433,6 +433,18 @@ impl IndexFile {
     /// offsets in total) the entries of the key's chain whose hash equals `key_hash` and whose
     /// time `begin + timeDiff * 1000` is in `[begin, end]`.
     fn select(&self, out: &mut Vec<i64>, key_hash: i32, max_num: usize, begin: i64, end: i64) {
+        if out.len() >= max_num {
+            return;
+        }
+        self.walk(key_hash, begin, end, |phy| {
+            out.push(phy);
+            out.len() < max_num
+        });
+    }
+
+    /// The walk of [`IndexFile::select`]: calls `hit` with each matching offset, newest first,
+    /// until it returns false or the chain ends.
+    fn walk(&self, key_hash: i32, begin: i64, end: i64, mut hit: impl FnMut(i64) -> bool) {
         let slot = index_slot(key_hash, self.slots);
         // Slot first, then count: a slot value stored by the writer is below the count it
         // published before storing the slot.
@@ -443,19 +455,17 @@ impl IndexFile {
         }
         let file_begin = self.begin_timestamp();
         let mut current = head;
-        loop {
-            if out.len() >= max_num {
-                break;
-            }
-            let Some(e) = u32::try_from(current).ok().and_then(|n| self.entry(n)) else {
-                break;
-            };
+        while let Some(e) = u32::try_from(current).ok().and_then(|n| self.entry(n)) {
             if e.time_diff < 0 {
                 break;
             }
             let time_read = file_begin.wrapping_add(i64::from(e.time_diff) * 1000);
-            if e.key_hash == key_hash && time_read >= begin && time_read <= end {
-                out.push(e.phy_offset);
+            if e.key_hash == key_hash
+                && time_read >= begin
+                && time_read <= end
+                && !hit(e.phy_offset)
+            {
+                break;
             }
             let prev = e.prev_index;
             if prev <= 0 || prev >= current || prev >= count || time_read < begin {
@@ -908,6 +918,39 @@ impl IndexService {
             }
         }
         result
+    }
+
+    /// Whether [`IndexService::query`] of `key` over all time with `max_num` results would
+    /// return `phy_offset`: `Ok(())` if so, else `Err(hits)` with the number of offsets it
+    /// would return. Stops walking as soon as the offset is found (the verifier's check of
+    /// every key).
+    pub(crate) fn finds(
+        &self,
+        topic: &str,
+        key: &str,
+        phy_offset: i64,
+        max_num: usize,
+    ) -> std::result::Result<(), usize> {
+        let (begin, end) = (0, i64::MAX);
+        let files = self.snapshot();
+        let hash = index_key_hash_of(topic, key);
+        let (mut hits, mut found) = (0usize, false);
+        for f in files.iter().rev() {
+            if f.is_time_matched(begin, end) && hits < max_num {
+                f.walk(hash, begin, end, |phy| {
+                    hits += 1;
+                    found = phy == phy_offset;
+                    !found && hits < max_num
+                });
+            }
+            if found {
+                return Ok(());
+            }
+            if f.begin_timestamp() < begin || hits >= max_num {
+                break;
+            }
+        }
+        Err(hits)
     }
 
     /// Flushes (msync) every full file rolled over since the last flush, then the active file.

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use rocketstore_format::{property, sysflag, tags_code, RecordView, SCHEDULE_TOPIC};
 
-use crate::bulk::{digest_of, message_digest};
+use crate::bulk::{digest_of, message_digests};
 use crate::config::StoreConfig;
 use crate::dispatch::raw_property;
 use crate::error::{CorruptionKind, Error};
@@ -242,13 +242,16 @@ impl Scan {
             sys_flag: v.sys_flag,
             tags_code: tags_code(tags),
         });
-        self.digest += u128::from(digest_of(v.body));
         if let Some(with_queue) = self.message_digest {
             let keys = raw_property(props, property::KEYS).unwrap_or_default();
             let tags = raw_property(props, property::TAGS).unwrap_or_default();
             let queue = with_queue.then_some(v.queue_id);
-            let d = message_digest(v.topic.as_bytes(), queue, keys, tags, v.body);
+            // One SHA-256 of the body for both digests.
+            let (body, d) = message_digests(v.topic.as_bytes(), queue, keys, tags, v.body);
+            self.digest += u128::from(body);
             *self.sums.entry((topic, v.queue_id)).or_default() += u128::from(d);
+        } else {
+            self.digest += u128::from(digest_of(v.body));
         }
         let rollback = v.sys_flag & sysflag::TRANSACTION_MASK == sysflag::TRANSACTION_ROLLBACK_TYPE;
         if rollback {
@@ -814,15 +817,15 @@ fn check_index(store: &Store, label: &str, s: &Scan, sample: Option<usize>, chec
             continue;
         }
         for key in tokens {
-            let Some(hits) = store.index_offsets(topic, key, QUERY_MAX) else {
+            let Some(found) = store.index_finds(topic, key, rec.offset as i64, QUERY_MAX) else {
                 index_unusable(store, label, check);
                 return;
             };
             check.checked += 1;
-            if hits.contains(&(rec.offset as i64)) {
+            let Err(hits) = found else {
                 continue;
-            }
-            if hits.len() >= QUERY_MAX {
+            };
+            if hits >= QUERY_MAX {
                 check.skipped += 1; // more records share the key's hash than one query returns
                 continue;
             }
@@ -830,7 +833,7 @@ fn check_index(store: &Store, label: &str, s: &Scan, sample: Option<usize>, chec
                 "{label}: the index does not find key {key:?} of topic {topic:?} at commit log \
                  offset {} ({} other hit(s))",
                 G(rec.offset),
-                hits.len()
+                hits
             ));
         }
     }

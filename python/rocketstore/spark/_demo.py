@@ -117,8 +117,9 @@ def demo_messages(
             .otherwise(F.lit(1000) + h(6, 3000))
         )
         frame = ids.withColumn("pad_len", pad_len)
-        # A slice of a fixed hex text at a per-row offset (no hashing per row in the JVM).
-        payload = F.lit(_DEMO_PAD).substr(h(13, 256) + F.lit(1), F.col("pad_len"))
+        # A slice of a fixed hex text at a per-row offset (no hashing per row in the JVM),
+        # sliced as binary: a string substring walks the text character by character.
+        payload = F.lit(_DEMO_PAD.encode()).substr(h(13, 256) + F.lit(1), F.col("pad_len"))
         body = F.concat(
             F.lit('{"id":'),
             sid,

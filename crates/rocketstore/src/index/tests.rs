@@ -740,3 +740,41 @@ fn prefix_hash_continues_to_the_key_hash() {
         );
     }
 }
+
+#[test]
+fn finds_agrees_with_query_across_files() {
+    // Three files (small), a key repeated 70 times, colliding slots (few slots), unique keys.
+    let dir = tempfile::tempdir().unwrap();
+    let s = service(dir.path(), 7, 100);
+    let mut written: Vec<(i64, String)> = Vec::new();
+    for i in 0..250i64 {
+        let key = if i % 3 == 0 {
+            "hot".to_string()
+        } else {
+            format!("k{i}")
+        };
+        s.build_index(&req(i * 10, T0 + i, None, Some(&key)))
+            .unwrap();
+        written.push((i * 10, key));
+    }
+    assert!(s.files().len() >= 3);
+    for max in [1usize, 5, 64] {
+        for (phy, key) in &written {
+            let hits = s.query("TopicTest", key, max, 0, i64::MAX).phy_offsets;
+            let want = if hits.contains(phy) {
+                Ok(())
+            } else {
+                Err(hits.len())
+            };
+            assert_eq!(
+                s.finds("TopicTest", key, *phy, max),
+                want,
+                "{key} at {phy}, max {max}"
+            );
+        }
+        let none = s.query("TopicTest", "absent", max, 0, i64::MAX).phy_offsets;
+        assert_eq!(s.finds("TopicTest", "absent", 5, max), Err(none.len()));
+    }
+    // A wrong offset of a present key: every hit counted, not found.
+    assert_eq!(s.finds("TopicTest", "k1", 11, 64), Err(1));
+}

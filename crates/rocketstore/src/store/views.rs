@@ -326,12 +326,19 @@ impl Store {
         Ok(next)
     }
 
-    /// Commit log offsets the index holds for `key` of `topic` (hash matches, at most `max`,
-    /// newest first), without reading the records; `None` when the index is disabled.
-    pub(crate) fn index_offsets(&self, topic: &str, key: &str, max: usize) -> Option<Vec<i64>> {
+    /// Whether a key query (all time, up to `max` results) returns `phy_offset`: `Some(Ok(()))`
+    /// if so, `Some(Err(hits))` with the number of offsets it returns if not, `None` when the
+    /// index is disabled. Stops at the offset instead of collecting every hit.
+    pub(crate) fn index_finds(
+        &self,
+        topic: &str,
+        key: &str,
+        phy_offset: i64,
+        max: usize,
+    ) -> Option<std::result::Result<(), usize>> {
         self.index
             .as_ref()
-            .map(|i| i.query(topic, key, max, 0, i64::MAX).phy_offsets)
+            .map(|i| i.finds(topic, key, phy_offset, max))
     }
 
     /// Every published entry of every index file, oldest file first (diagnostics). Empty when
