@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,29 +32,13 @@ def main() -> None:
     args = ap.parse_args()
 
     import rocketstore
-    from rocketstore._bench import BenchOptions, _tree_cpu_seconds, bench_table
+    from rocketstore._bench import BenchOptions, _tree_cpu_seconds, bench_spark_session, bench_table
 
     print(f"rocketstore from {Path(rocketstore.__file__).parent}", flush=True)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import pyarrow as pa
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("rocketstore-spark-read")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = bench_spark_session("rocketstore-spark-read")
     import rocketstore.spark as rs_spark
 
     rs_spark.register(spark)

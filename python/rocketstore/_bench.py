@@ -767,18 +767,18 @@ def _tree_cpu_seconds() -> float:
     return total / tick
 
 
-def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError as e:
-        return [Figure("spark_parquet", data.size, skipped=f"pyspark not importable: {e}")]
+def bench_spark_session(app_name: str) -> Any:
+    """The local[2] Spark session the Spark benchmarks run in (Python workers on this
+    interpreter, Arrow transfer on, no UI); the caller stops it."""
+    from pyspark.sql import SparkSession
+
     # The Python workers must import rocketstore: run them with this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = (
         SparkSession.builder.master("local[2]")
-        .appName("rocketstore-bench")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
@@ -789,6 +789,15 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
+    try:
+        import pyspark.sql  # noqa: F401  (is Spark importable?)
+    except ImportError as e:
+        return [Figure("spark_parquet", data.size, skipped=f"pyspark not importable: {e}")]
+    spark = bench_spark_session("rocketstore-bench")
     try:
         import rocketstore.spark as rs_spark
 
