@@ -244,3 +244,55 @@ def test_close_racing_puts_from_other_threads(store_dir: Path) -> None:
         assert ro.recovery_report["abnormal"] is False
         # Every acknowledged put is there (a put racing close may land or be refused).
         assert sum(1 for _ in ro.scan(verify_crc=True)) >= sum(written)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_arrow_reads_in_a_child_forked_during_reads(store_dir: Path) -> None:
+    # The Arrow reads' buffer pool is process-wide; a child forked while a parent thread held
+    # its lock must still read (the child bypasses the pool) instead of blocking forever.
+    import threading
+    import time
+
+    with MessageStore(store_dir, **SMALL) as w:
+        w.put_batch([{"topic": "T", "body": b"m%05d" % i} for i in range(3000)])
+    reader = MessageStore(store_dir, read_only=True, **SIDE_FILES)
+    stop = threading.Event()
+
+    def read_loop() -> None:
+        while not stop.is_set():
+            reader.read_arrow(0, max_messages=1000)
+
+    thread = threading.Thread(target=read_loop)
+    thread.start()
+
+    def check() -> bool:
+        with MessageStore(store_dir, read_only=True, **SIDE_FILES) as mine:
+            rows = 0
+            offset = 0
+            while True:
+                batch, offset = mine.read_arrow(offset, max_messages=1000)
+                if batch.num_rows == 0:
+                    break
+                rows += batch.num_rows
+            return rows == 3000
+
+    try:
+        for _ in range(5):
+            pid = _fork()
+            if pid == 0:  # pragma: no cover - child
+                _child(check)
+            deadline = time.monotonic() + 60
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    pytest.fail("the forked child hung in an Arrow read")
+                time.sleep(0.01)
+            assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        stop.set()
+        thread.join()
+        reader.close()

@@ -9,9 +9,13 @@
 //! Invariants: a pool holds at most [`POOL_BUFFERS`] buffers and [`POOL_BYTES`] bytes of
 //! capacity per element type (u8, i32, i64), so at most ~3 x 64 MiB of freed read buffers
 //! stay resident; a buffer taken is empty (`len() == 0`); the buffers handed to Arrow are
-//! plain `Vec`s owned through [`bytes::Bytes::from_owner`] (no `unsafe`).
+//! plain `Vec`s owned through [`bytes::Bytes::from_owner`] (no `unsafe`). A pool serves only
+//! the process that first used it: a child forked while another thread held a pool's lock
+//! would otherwise block on that lock forever, so in a forked child the pools are bypassed
+//! (plain allocations, as without a pool).
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use arrow_buffer::{ArrowNativeType, Buffer, ScalarBuffer, ToByteSlice};
 
@@ -25,6 +29,8 @@ const POOL_BYTES: usize = 64 << 20;
 #[derive(Debug)]
 pub(crate) struct Pool<T> {
     free: Mutex<Vec<Vec<T>>>,
+    /// The process id of the first user (0 until then).
+    owner: AtomicU32,
 }
 
 /// Byte buffers (string data, validity bitmaps).
@@ -38,14 +44,33 @@ impl<T: ArrowNativeType> Pool<T> {
     const fn new() -> Self {
         Pool {
             free: Mutex::new(Vec::new()),
+            owner: AtomicU32::new(0),
         }
+    }
+
+    /// The free list, unless this is not the process that first used the pool (a forked
+    /// child: the lock may have been held by a thread the child does not have) or the lock
+    /// is poisoned. One `getpid` per call: calls are per column and batch, not per row.
+    fn free_list(&self) -> Option<MutexGuard<'_, Vec<Vec<T>>>> {
+        let pid = std::process::id();
+        let owner = match self
+            .owner
+            .compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => pid,
+            Err(owner) => owner,
+        };
+        if owner != pid {
+            return None;
+        }
+        self.free.lock().ok()
     }
 
     /// An empty vector with room for at least `cap` values: the smallest pooled one that fits,
     /// else a new allocation (a pooled vector that is too small is left for smaller requests).
     pub(crate) fn take(&'static self, cap: usize) -> Vec<T> {
         if cap > 0 {
-            if let Ok(mut free) = self.free.lock() {
+            if let Some(mut free) = self.free_list() {
                 let best = free
                     .iter()
                     .enumerate()
@@ -67,7 +92,7 @@ impl<T: ArrowNativeType> Pool<T> {
             return;
         }
         v.clear();
-        let Ok(mut free) = self.free.lock() else {
+        let Some(mut free) = self.free_list() else {
             return;
         };
         let held: usize = free
