@@ -32,10 +32,15 @@ def main() -> None:
     args = ap.parse_args()
 
     import rocketstore
-    from rocketstore._bench import BenchOptions, _tree_cpu_seconds, bench_spark_session, bench_table
+    from rocketstore._bench import (
+        BenchOptions,
+        _tree_cpu_seconds,
+        bench_spark_session,
+        bench_table,
+        spark_input_table,
+    )
 
     print(f"rocketstore from {Path(rocketstore.__file__).parent}", flush=True)
-    import pyarrow as pa
     from pyspark.sql import functions as F
 
     spark = bench_spark_session("rocketstore-spark-read")
@@ -49,16 +54,7 @@ def main() -> None:
             n = args.messages or opts.messages_for(size)
             pq, rs = base / f"{size}-{n}.parquet", base / f"{size}-{n}.rs"
             if not (pq / "_SUCCESS").exists() or not (rs / "_SUCCESS").exists():
-                t = bench_table(n, size)
-                plain = pa.table(
-                    {
-                        "topic": t.column("topic").cast(pa.string()),
-                        "body": t.column("body"),
-                        "queue_id": t.column("queue_id"),
-                        "tags": t.column("tags").cast(pa.string()),
-                        "keys": t.column("keys"),
-                    }
-                )
+                plain = spark_input_table(bench_table(n, size))
                 df = spark.createDataFrame(plain).repartition(2)
                 df.write.mode("overwrite").parquet(str(pq))
                 (

@@ -767,6 +767,22 @@ def _tree_cpu_seconds() -> float:
     return total / tick
 
 
+def spark_input_table(t: Any) -> Any:
+    """The columns of a bench table that the Spark benchmarks write, with the dictionary
+    columns as plain strings (what a DataFrame holds)."""
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "topic": t.column("topic").cast(pa.string()),
+            "body": t.column("body"),
+            "queue_id": t.column("queue_id"),
+            "tags": t.column("tags").cast(pa.string()),
+            "keys": t.column("keys"),
+        }
+    )
+
+
 def bench_spark_session(app_name: str) -> Any:
     """The local[2] Spark session the Spark benchmarks run in (Python workers on this
     interpreter, Arrow transfer on, no UI); the caller stops it."""
@@ -804,18 +820,8 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
         register: Callable[..., Any] | None = getattr(rs_spark, "register", None)
         if register is not None:
             register(spark)
-        import pyarrow as pa
 
-        t = data.table
-        plain = pa.table(
-            {
-                "topic": t.column("topic").cast(pa.string()),
-                "body": t.column("body"),
-                "queue_id": t.column("queue_id"),
-                "tags": t.column("tags").cast(pa.string()),
-                "keys": t.column("keys"),
-            }
-        )
+        plain = spark_input_table(data.table)
         try:  # Spark 4 takes a pyarrow.Table directly
             df = spark.createDataFrame(plain)
         except (TypeError, ValueError):

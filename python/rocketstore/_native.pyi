@@ -57,6 +57,7 @@ from rocketstore.exceptions import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_BATCH_BYTES",
     "ConfigField",
     "CorruptionError",
     "DiskFullError",
@@ -92,6 +93,8 @@ __all__ = [
 ]
 
 __version__: str
+#: Default ``max_bytes`` of the Arrow reads: stored bytes per batch (8 MiB).
+DEFAULT_MAX_BATCH_BYTES: int
 
 _ConfigValue: TypeAlias = int | bool | str
 

@@ -22,7 +22,7 @@ __all__ = [
 
 #: Default ``max_bytes`` of :meth:`MessageStore.read_arrow` and
 #: :meth:`MessageStore.get_message_arrow`: stored bytes per batch (8 MiB).
-DEFAULT_MAX_BATCH_BYTES = 8 << 20
+DEFAULT_MAX_BATCH_BYTES: int = _native.DEFAULT_MAX_BATCH_BYTES
 
 
 class ArrowStreamExportable(Protocol):

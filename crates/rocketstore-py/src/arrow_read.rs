@@ -656,6 +656,11 @@ fn build<N: PartialEq + Send>(
 
 /// `read_arrow`: records in `[from, end)` in commit log order, at most `max` of them and (but
 /// for the first) at most `max_bytes` stored bytes.
+/// Default upper bound of the stored bytes behind one read batch (`read_arrow`'s and
+/// `get_message_arrow`'s `max_bytes`, the Spark reader's batches); exported to Python as
+/// `rocketstore._native.DEFAULT_MAX_BATCH_BYTES` (the Python default of `max_bytes`). 8 MiB keeps each column buffer in the buffer pool.
+pub(crate) const DEFAULT_MAX_BATCH_BYTES: usize = 8 << 20;
+
 pub(crate) fn read_log(
     store: &Store,
     from: u64,

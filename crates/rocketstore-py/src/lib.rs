@@ -53,6 +53,10 @@ fn schema_of<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "DEFAULT_MAX_BATCH_BYTES",
+        arrow_read::DEFAULT_MAX_BATCH_BYTES,
+    )?;
     store::register_fork_hook(m)?;
     error::register(m)?;
     m.add_class::<store::MessageStore>()?;

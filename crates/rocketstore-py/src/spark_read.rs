@@ -17,11 +17,6 @@
 
 use std::sync::Arc;
 
-/// Upper bound of the record bytes behind one Spark batch (as `read_arrow`'s default
-/// `max_bytes`, `rocketstore.DEFAULT_MAX_BATCH_BYTES`): keeps the column buffers in the
-/// binding's buffer pool; the reader asks again from the returned offset.
-const SPARK_BATCH_BYTES: usize = 8 << 20;
-
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampMillisecondType;
 use arrow_array::{
@@ -364,7 +359,7 @@ fn spark_read_log<'py>(
                     from_offset,
                     end_offset,
                     max_messages,
-                    SPARK_BATCH_BYTES,
+                    crate::arrow_read::DEFAULT_MAX_BATCH_BYTES,
                     verify_crc,
                 )
             })
