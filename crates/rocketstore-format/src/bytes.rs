@@ -105,12 +105,50 @@ pub(crate) fn hex_upper(bytes: &[u8]) -> String {
 
 /// Appends `bytes` as uppercase hex (two ASCII digits a byte) to `out`.
 pub(crate) fn push_hex_upper(out: &mut Vec<u8>, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
     out.reserve(bytes.len().saturating_mul(2));
     for &b in bytes {
-        out.push(DIGITS.get(usize::from(b >> 4)).copied().unwrap_or(b'0'));
-        out.push(DIGITS.get(usize::from(b & 0x0F)).copied().unwrap_or(b'0'));
+        out.extend_from_slice(&hex_pair(b));
     }
+}
+
+/// The uppercase hex digit of a nibble (`n` < 16).
+const fn hex_digit(n: u8) -> u8 {
+    if n < 10 {
+        b'0' + n
+    } else {
+        b'A' + (n - 10)
+    }
+}
+
+/// The two uppercase hex digits of every byte value.
+// Evaluated at compile time: an index out of bounds would fail the build, not a run.
+#[allow(clippy::indexing_slicing)]
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    let mut t = [[0u8; 2]; 256];
+    let mut b: u8 = 0;
+    loop {
+        t[b as usize] = [hex_digit(b >> 4), hex_digit(b & 0x0F)];
+        if b == u8::MAX {
+            break;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// The two uppercase hex digits of `b` (a table lookup).
+#[inline]
+pub(crate) fn hex_pair(b: u8) -> [u8; 2] {
+    HEX_PAIRS.get(usize::from(b)).copied().unwrap_or([b'0'; 2])
+}
+
+/// Appends the 16 uppercase hex digits of `v`, big-endian (one write of the whole run).
+pub(crate) fn push_hex_upper_u64(out: &mut Vec<u8>, v: u64) {
+    let mut digits = [0u8; 16];
+    for (pair, b) in digits.chunks_exact_mut(2).zip(v.to_be_bytes()) {
+        pair.copy_from_slice(&hex_pair(b));
+    }
+    out.extend_from_slice(&digits);
 }
 
 /// Parses case-insensitive hex; `None` on an odd length or a non-hex character.

@@ -3,7 +3,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::bytes::{array_at, hex_decode, hex_upper, i32_at, i64_at, push_hex_upper};
+use crate::bytes::{
+    array_at, hex_decode, hex_upper, i32_at, i64_at, push_hex_upper, push_hex_upper_u64,
+};
 use crate::error::{FieldError, FieldErrorReason};
 use crate::host::HostAddr;
 
@@ -50,7 +52,7 @@ impl OffsetMsgIds {
             self.host = Some(host);
         }
         out.extend_from_slice(&self.prefix);
-        push_hex_upper(out, &physical_offset.to_be_bytes());
+        push_hex_upper_u64(out, physical_offset as u64);
     }
 }
 
