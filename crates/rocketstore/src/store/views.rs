@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 
 use rocketstore_format::{
-    crc32_masked, decode_record, CqUnit, DecodeOptions, Decoded, IndexEntry, IndexHeader,
-    RecordView,
+    crc32_masked, decode_record, peek_magic, peek_total_size, CqUnit, DecodeOptions, Decoded,
+    IndexEntry, IndexHeader, MessageVersion, RecordView, BLANK_MAGIC_CODE,
 };
 
 use super::Store;
-use crate::commitlog::{record_intact, RecordRef};
+use crate::commitlog::{record_intact, LogFiles, RecordRef};
 use crate::dispatch::{raw_property, Subscription};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::message::GetStatus;
@@ -18,6 +18,16 @@ use crate::segment::MappedFile;
 
 /// Consume queue units read per round by [`Store::visit_queue_records`].
 const UNITS_PER_ROUND: usize = 4096;
+
+/// How far ahead of the record being read [`Store::visit_records`] and [`Store::record_sizes`]
+/// ask the CPU to load the commit log: a walk from record to record is a chain of dependent
+/// loads (each record's size gives the next one's position), which the hardware prefetcher does
+/// not follow across pages.
+const PREFETCH_BYTES: usize = 4096;
+
+/// How many units ahead of the record being decoded [`Store::visit_queue_records`] asks the CPU
+/// to load records (a queue's records lie many records apart in the commit log).
+const PREFETCH_UNITS: usize = 8;
 
 /// The published entries of one index file (see [`Store::index_entries`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +85,19 @@ pub struct GetRecords {
 /// pass.
 fn crc_ok(v: &RecordView<'_>) -> bool {
     (v.body.is_empty() || crc32_masked(v.body) == v.body_crc) && record_intact(v)
+}
+
+/// Asks the CPU to load the bytes [`PREFETCH_BYTES`] ahead of the record at the start of
+/// `rest` (`size` bytes long, as stored): one record's worth per record walked, so a walk keeps
+/// the lines it reaches soon loading without fetching anything twice.
+fn prefetch_ahead(rest: &[u8], size: i32) {
+    let len = usize::try_from(size).unwrap_or(0).min(PREFETCH_BYTES);
+    if let Some(ahead) = rest
+        .get(PREFETCH_BYTES..)
+        .map(|a| a.get(..len).unwrap_or(a))
+    {
+        crate::mmap::prefetch(ahead);
+    }
 }
 
 /// The absolute offset just past a commit log file.
@@ -175,6 +198,9 @@ impl Store {
                 expected_physical_offset: Some(offset as i64),
                 ..DecodeOptions::default()
             };
+            if let Some(size) = peek_total_size(rest) {
+                prefetch_ahead(rest, size);
+            }
             match decode_record(rest, &opts) {
                 Ok(Decoded::Message(v)) => {
                     if check_crc && !crc_ok(&v) {
@@ -209,6 +235,65 @@ impl Store {
             file = Some(f);
         }
         Ok(if taken == 0 { from } else { offset })
+    }
+
+    /// Walks the record boundaries of `[from, end)` in commit log order without decoding the
+    /// records: `f(offset, total_size)` for each message record (blank records at file ends are
+    /// stepped over) until `f` returns `false`, `end`, the end of readable data, or bytes that
+    /// do not start like a record (MAGIC V1/V2 and a TOTALSIZE that fits the file).
+    ///
+    /// A cheap first pass (a few bytes per record) that lets a reader split a range between
+    /// threads: nothing here is validated beyond the header peek, so the records must still be
+    /// read with [`Store::visit_records`], which checks them.
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    pub fn record_sizes(
+        &self,
+        from: u64,
+        end: u64,
+        mut f: impl FnMut(u64, u32) -> bool,
+    ) -> Result<()> {
+        self.check_readable()?;
+        let mut offset = from.max(self.log.min_offset());
+        let mut file: Option<std::sync::Arc<MappedFile>> = None;
+        while offset < end {
+            let file_ref = match file.take() {
+                Some(fl) if offset < offset_after(&fl) => fl,
+                _ => match self.log.queue().find(offset) {
+                    Some(fl) => fl,
+                    None => break,
+                },
+            };
+            let pos = (offset - file_ref.from()) as usize;
+            let Some(rest) = file_ref.slice_to_end(pos) else {
+                break;
+            };
+            if rest.is_empty() {
+                if file_ref.is_fully_readable() {
+                    offset = offset_after(&file_ref);
+                    file = Some(file_ref);
+                    continue;
+                }
+                break;
+            }
+            let (Some(size), Some(magic)) = (peek_total_size(rest), peek_magic(rest)) else {
+                break;
+            };
+            prefetch_ahead(rest, size);
+            if magic == BLANK_MAGIC_CODE {
+                offset = offset_after(&file_ref);
+                file = Some(file_ref);
+                continue;
+            }
+            let fits = usize::try_from(size).is_ok_and(|s| s >= 8 && s <= rest.len());
+            if MessageVersion::from_magic(magic).is_none() || !fits || !f(offset, size as u32) {
+                break;
+            }
+            offset += size as u64;
+            file = Some(file_ref);
+        }
+        Ok(())
     }
 
     /// Up to `max` consume queue units of a queue from queue offset `from`, with their offsets
@@ -266,11 +351,22 @@ impl Store {
         let mut file: Option<std::sync::Arc<MappedFile>> = None;
         while next < end && taken < max {
             let want = usize::try_from(end - next).unwrap_or(usize::MAX);
-            let mut units = cq
-                .cursor(next, want.min(UNITS_PER_ROUND))
-                .into_iter()
-                .flatten()
-                .peekable();
+            let cursor = cq.cursor(next, want.min(UNITS_PER_ROUND));
+            // A second cursor runs PREFETCH_UNITS units ahead, asking the CPU to load the records
+            // it will visit, so the cache and TLB misses of several scattered records overlap.
+            let mut ahead = cursor.clone().into_iter().flatten();
+            let mut ahead_files = LogFiles::default();
+            let mut prefetch_next = |ahead_files: &mut LogFiles| {
+                if let Some((_, u)) = ahead.next() {
+                    if u.phy_offset >= 0 && u.size > 0 && sub.matches_code(u.tags_code) {
+                        ahead_files.prefetch(&self.log, u.phy_offset as u64, u.size as usize);
+                    }
+                }
+            };
+            for _ in 0..PREFETCH_UNITS {
+                prefetch_next(&mut ahead_files);
+            }
+            let mut units = cursor.into_iter().flatten().peekable();
             if units.peek().is_none() {
                 // The consume queue file holding `next` is gone: continue at the next file.
                 let upf = cq.units_per_file().max(1);
@@ -281,6 +377,7 @@ impl Store {
                 if queue_offset >= end || taken >= max {
                     return Ok(next);
                 }
+                prefetch_next(&mut ahead_files);
                 if unit.phy_offset < 0 || unit.size <= 0 || unit.is_prefill() {
                     next = queue_offset + 1;
                     continue;
