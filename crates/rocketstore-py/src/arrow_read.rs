@@ -19,7 +19,7 @@ use arrow_array::{
     ArrayRef, BinaryArray, Int32Array, Int64Array, MapArray, RecordBatch, StringArray, StructArray,
     TimestampMillisecondArray,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer};
+use arrow_buffer::{ArrowNativeType, BooleanBuffer, Buffer, NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -117,6 +117,39 @@ impl Utf8Col {
         let i = self.len();
         self.offsets.push(offset_i32(self.data.len()));
         self.set_valid(i, true);
+    }
+
+    /// Whether value `i` is valid (nullable columns keep a bit for every value).
+    fn is_valid(&self, i: usize) -> bool {
+        !self.nullable
+            || self
+                .validity
+                .get(i / 8)
+                .is_some_and(|b| b & (1 << (i % 8)) != 0)
+    }
+
+    /// Appends the values of `next` (its buffers go back to the pool).
+    fn append(&mut self, next: Utf8Col) {
+        let base = offset_i32(self.data.len());
+        let rows = self.len();
+        self.data.extend_from_slice(&next.data);
+        let ends = next.offsets.get(1..).unwrap_or_default().iter();
+        self.offsets.extend(ends.map(|&o| o + base));
+        if self.nullable {
+            if rows.is_multiple_of(8) && next.nullable {
+                // Whole bytes: this column's bits end on a byte boundary.
+                self.validity.truncate(rows / 8);
+                self.validity.extend_from_slice(&next.validity);
+            } else {
+                for i in 0..next.len() {
+                    self.set_valid(rows + i, next.is_valid(i));
+                }
+            }
+            self.nulls += next.nulls;
+        }
+        BYTES.give(next.data);
+        BYTES.give(next.validity);
+        I32S.give(next.offsets);
     }
 
     fn nulls(&mut self) -> Option<NullBuffer> {
@@ -282,7 +315,146 @@ fn recycle(mut v: Vec<(&str, &str)>) -> Vec<(&'static str, &'static str)> {
     v.into_iter().map(|_| ("", "")).collect()
 }
 
-/// The message columns (`rocketstore.MESSAGE_SCHEMA`) being built.
+/// One property of an ASCII properties blob: the byte ranges of its name and value.
+#[derive(Debug, Clone, Copy)]
+struct PairAt {
+    name: (usize, usize),
+    value: (usize, usize),
+}
+
+/// `TAGS`, `KEYS` and `UNIQ_KEY` as arrays: comparing a name with them is one integer compare.
+const TAGS_NAME: [u8; 4] = *b"TAGS";
+const KEYS_NAME: [u8; 4] = *b"KEYS";
+const UNIQ_KEY_NAME: [u8; 8] = *b"UNIQ_KEY";
+
+/// Whether the byte ranges `a` and `b` of `raw` hold the same bytes (the lengths and first
+/// bytes decide most comparisons without a call).
+fn same_bytes(raw: &[u8], a: (usize, usize), b: (usize, usize)) -> bool {
+    a.1 - a.0 == b.1 - b.0 && raw.get(a.0) == raw.get(b.0) && raw.get(a.0..a.1) == raw.get(b.0..b.1)
+}
+
+/// Adds the pair of `seg..end` (`sep`: its first `\x01`) to `out` by the rules of
+/// [`split_ascii_properties`].
+fn add_pair(raw: &[u8], out: &mut Vec<PairAt>, seg: usize, sep: Option<usize>, end: usize) {
+    let Some(sep) = sep else { return };
+    if sep == seg || sep + 1 == end {
+        return;
+    }
+    let at = PairAt {
+        name: (seg, sep),
+        value: (sep + 1, end),
+    };
+    match out.iter_mut().find(|p| same_bytes(raw, p.name, at.name)) {
+        Some(p) => p.value = at.value,
+        None => out.push(at),
+    }
+}
+
+/// Splits a properties blob like [`rocketstore::format::parse_properties_into`] (pairs
+/// separated by `\x02`, name and value by the first `\x01`, pairs with an empty name or value
+/// dropped, a repeated name keeping its first position and taking the last value) if it is
+/// ASCII (then it is UTF-8, and needs no check per property); returns `false` (`out` then
+/// means nothing) if it is not.
+///
+/// One pass, eight bytes at a time: a word holding no byte below 3 (neither separator) is
+/// skipped whole.
+fn split_ascii_properties(raw: &[u8], out: &mut Vec<PairAt>) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    out.clear();
+    let (mut seg, mut sep) = (0usize, None);
+    let mut high = 0u64;
+    let mut special = |i: usize, b: u8, seg: &mut usize, sep: &mut Option<usize>| {
+        if b == rocketstore::format::PROPERTY_SEPARATOR {
+            add_pair(raw, out, *seg, *sep, i);
+            *seg = i + 1;
+            *sep = None;
+        } else if b == rocketstore::format::NAME_VALUE_SEPARATOR && sep.is_none() {
+            *sep = Some(i);
+        }
+    };
+    let mut pos = 0;
+    while let Some(word) = raw
+        .get(pos..pos + 8)
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+    {
+        let w = u64::from_le_bytes(word);
+        high |= w;
+        // The lowest flagged byte is one below 3 (a borrow only flags bytes above a true one).
+        let below3 = w.wrapping_sub(3 * ONES) & !w & HIGH;
+        if below3 == 0 {
+            pos += 8;
+            continue;
+        }
+        let i = pos + (below3.trailing_zeros() / 8) as usize;
+        special(i, raw.get(i).copied().unwrap_or(0), &mut seg, &mut sep);
+        pos = i + 1;
+    }
+    for (i, &b) in raw.iter().enumerate().skip(pos) {
+        high |= u64::from(b);
+        if b < 3 {
+            special(i, b, &mut seg, &mut sep);
+        }
+    }
+    special(
+        raw.len(),
+        rocketstore::format::PROPERTY_SEPARATOR,
+        &mut seg,
+        &mut sep,
+    );
+    high & HIGH == 0
+}
+
+/// Appends `raw[range]`: a short value is moved as one 16-byte block (then cut to its length)
+/// instead of through a `memcpy` call.
+fn extend_short(data: &mut Vec<u8>, raw: &[u8], range: (usize, usize)) {
+    let (a, b) = range;
+    if b - a <= 16 {
+        if let Some(block) = raw
+            .get(a..a + 16)
+            .and_then(|c| <&[u8; 16]>::try_from(c).ok())
+        {
+            let len = data.len();
+            data.extend_from_slice(block);
+            data.truncate(len + (b - a));
+            return;
+        }
+    }
+    data.extend_from_slice(raw.get(a..b).unwrap_or_default());
+}
+
+/// How much of a batch is taken: rows, stored bytes and the string-column budget. The same
+/// rule admits records when the batch is built and when a first pass plans how to split it
+/// between threads ([`build`]), so both agree on where the batch ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Taken {
+    rows: usize,
+    /// Stored bytes (sum of `store_size`).
+    stored: usize,
+    /// Record bytes plus the per-row allowance (bounds every string column).
+    budget: usize,
+}
+
+impl Taken {
+    /// Takes a record of `size` stored bytes unless it would push a column past Arrow's 2 GiB
+    /// limit for 32-bit offsets or the batch past `max_bytes` (the first record always fits).
+    fn admit(&mut self, size: usize, max_bytes: usize) -> bool {
+        let need = size.saturating_add(ROW_OVERHEAD);
+        if self.rows > 0
+            && (self.budget.saturating_add(need) > MAX_COLUMN_BYTES
+                || self.stored.saturating_add(size) > max_bytes)
+        {
+            return false;
+        }
+        self.rows += 1;
+        self.stored = self.stored.saturating_add(size);
+        self.budget = self.budget.saturating_add(need);
+        true
+    }
+}
+
+/// The message columns (`rocketstore.MESSAGE_SCHEMA`) being built: a whole batch, or one
+/// contiguous row range of it (see [`build`]).
 #[derive(Debug)]
 pub(crate) struct MessageColumns {
     topic: Utf8Col,
@@ -308,192 +480,129 @@ pub(crate) struct MessageColumns {
     msg_id: Utf8Col,
     uniq_key: Utf8Col,
     ids: OffsetMsgIds,
-    /// Record bytes taken so far plus the per-row allowance (bounds every string column).
-    budget_used: usize,
-    /// Stored bytes (sum of `store_size`) taken so far.
-    stored: usize,
-    /// The batch ends before a record that would take `stored` past this (`max_bytes`).
+    /// What the batch holds so far, including the rows of the ranges before this one.
+    taken: Taken,
+    /// The batch ends before a record that would take `taken.stored` past this (`max_bytes`).
     max_bytes: usize,
     scratch: Vec<(&'static str, &'static str)>,
-    /// Rows this batch may hold (capacity planning).
+    pairs: Vec<PairAt>,
+    /// Rows this value may hold (capacity planning).
     rows: usize,
-    /// Rows taken.
+    /// Stored bytes this value may hold (capacity planning).
+    plan_bytes: usize,
+    /// Rows taken by this value.
     count: usize,
-    /// Which columns this value builds.
-    part: Part,
-}
-
-/// The columns a [`MessageColumns`] builds: two threads can build the two halves of one batch
-/// from the same records, each walking them (see [`read_log`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
-    /// Every column.
-    All,
-    /// The body and the fixed-width columns.
-    Core,
-    /// The text columns: topic, properties, tags, keys, uniq_key, hosts, msg_id.
-    Text,
-}
-
-impl Part {
-    fn core(self) -> bool {
-        self != Part::Text
-    }
-
-    fn text(self) -> bool {
-        self != Part::Core
-    }
 }
 
 impl MessageColumns {
     /// Columns for about `rows_hint` rows (reserved for at most [`MAX_ROWS`]) of at most
     /// `max_bytes` stored bytes (at least one row).
     pub(crate) fn new(rows_hint: usize, max_bytes: usize) -> Self {
-        Self::new_part(rows_hint, max_bytes, Part::All)
+        Self::continuing(Taken::default(), rows_hint, max_bytes, max_bytes)
     }
 
-    fn new_part(rows_hint: usize, max_bytes: usize, part: Part) -> Self {
+    /// Columns for the rows after `prior` of a batch of at most `max_bytes` stored bytes,
+    /// reserved for `rows_hint` rows and `plan_bytes` stored bytes.
+    fn continuing(prior: Taken, rows_hint: usize, plan_bytes: usize, max_bytes: usize) -> Self {
         let rows = rows_hint.min(MAX_ROWS);
         // The data of the variable-length columns is reserved on the first record (see
-        // `reserve_like`), bounded by `max_bytes`; every buffer comes from the pool.
-        let (c, t) = (
-            if part.core() { rows } else { 0 },
-            if part.text() { rows } else { 0 },
-        );
+        // `reserve_like`), bounded by `plan_bytes`; every buffer comes from the pool.
         let s = |rows: usize| Utf8Col::with_capacity(rows, 0);
-        let mut prop_offsets = I32S.take(t + 1);
+        let mut prop_offsets = I32S.take(rows + 1);
         prop_offsets.push(0);
         MessageColumns {
-            topic: s(t),
-            queue_id: I32S.take(c),
-            queue_offset: I64S.take(c),
-            commitlog_offset: I64S.take(c),
-            store_size: I32S.take(c),
-            body: s(c),
-            body_crc: I32S.take(c),
-            flag: I32S.take(c),
-            sys_flag: I32S.take(c),
-            tags: s(t).nullable(),
-            keys: s(t).nullable(),
+            topic: s(rows),
+            queue_id: I32S.take(rows),
+            queue_offset: I64S.take(rows),
+            commitlog_offset: I64S.take(rows),
+            store_size: I32S.take(rows),
+            body: s(rows),
+            body_crc: I32S.take(rows),
+            flag: I32S.take(rows),
+            sys_flag: I32S.take(rows),
+            tags: s(rows).nullable(),
+            keys: s(rows).nullable(),
             prop_offsets,
-            prop_keys: s(t),
-            prop_values: s(t),
-            born_timestamp: I64S.take(c),
+            prop_keys: s(rows),
+            prop_values: s(rows),
+            born_timestamp: I64S.take(rows),
             born_host: HostCol {
-                col: s(t),
+                col: s(rows),
                 last: None,
             },
-            store_timestamp: I64S.take(c),
+            store_timestamp: I64S.take(rows),
             store_host: HostCol {
-                col: s(t),
+                col: s(rows),
                 last: None,
             },
-            reconsume_times: I32S.take(c),
-            prepared_transaction_offset: I64S.take(c),
-            msg_id: s(t),
-            uniq_key: s(t).nullable(),
+            reconsume_times: I32S.take(rows),
+            prepared_transaction_offset: I64S.take(rows),
+            msg_id: s(rows),
+            uniq_key: s(rows).nullable(),
             ids: OffsetMsgIds::default(),
-            budget_used: 0,
-            stored: 0,
+            taken: prior,
             max_bytes,
             scratch: Vec::new(),
+            pairs: Vec::new(),
             rows,
+            plan_bytes,
             count: 0,
-            part,
         }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.count
-    }
-
-    /// The batch of `self` (built as [`Part::Core`]) and `text` (as [`Part::Text`], from the
-    /// same records).
-    fn merge(mut self, text: MessageColumns) -> MessageColumns {
-        self.topic = text.topic;
-        self.tags = text.tags;
-        self.keys = text.keys;
-        self.prop_offsets = text.prop_offsets;
-        self.prop_keys = text.prop_keys;
-        self.prop_values = text.prop_values;
-        self.born_host = text.born_host;
-        self.store_host = text.store_host;
-        self.msg_id = text.msg_id;
-        self.uniq_key = text.uniq_key;
-        self.part = Part::All;
-        self
     }
 
     /// Appends one record; returns `false` (appending nothing) if it would push a column past
-    /// Arrow's 2 GiB limit for 32-bit offsets, so that the batch ends before it.
+    /// Arrow's 2 GiB limit for 32-bit offsets or the batch past `max_bytes`, so that the
+    /// batch ends before it.
     pub(crate) fn push(&mut self, v: &RecordView<'_>) -> bool {
-        let need = usize::try_from(v.total_size)
-            .unwrap_or(0)
-            .saturating_add(ROW_OVERHEAD);
         let size = usize::try_from(v.total_size).unwrap_or(0);
-        if self.len() > 0
-            && (self.budget_used.saturating_add(need) > MAX_COLUMN_BYTES
-                || self.stored.saturating_add(size) > self.max_bytes)
-        {
+        if !self.taken.admit(size, self.max_bytes) {
             return false;
         }
-        self.budget_used = self.budget_used.saturating_add(need);
-        self.stored = self.stored.saturating_add(size);
-        if self.len() == 0 {
+        if self.count == 0 {
             self.reserve_like(v);
         }
         self.count += 1;
-        if self.part.core() {
-            self.queue_id.push(v.queue_id);
-            self.queue_offset.push(v.queue_offset);
-            self.commitlog_offset.push(v.physical_offset);
-            self.store_size.push(v.total_size);
-            self.body.push(v.body);
-            self.body_crc.push(v.body_crc);
-            self.flag.push(v.flag);
-            self.sys_flag.push(v.sys_flag);
-            self.born_timestamp.push(v.born_timestamp);
-            self.store_timestamp.push(v.store_timestamp);
-            self.reconsume_times.push(v.reconsume_times);
-            self.prepared_transaction_offset
-                .push(v.prepared_transaction_offset);
-        }
-        if self.part.text() {
-            self.topic.push(v.topic.as_bytes());
-            self.push_properties(v.properties_raw);
-            self.born_host.push(v.born_host);
-            self.store_host.push(v.store_host);
-            self.ids
-                .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
-            self.msg_id.close_value();
-        }
+        self.queue_id.push(v.queue_id);
+        self.queue_offset.push(v.queue_offset);
+        self.commitlog_offset.push(v.physical_offset);
+        self.store_size.push(v.total_size);
+        self.body.push(v.body);
+        self.body_crc.push(v.body_crc);
+        self.flag.push(v.flag);
+        self.sys_flag.push(v.sys_flag);
+        self.born_timestamp.push(v.born_timestamp);
+        self.store_timestamp.push(v.store_timestamp);
+        self.reconsume_times.push(v.reconsume_times);
+        self.prepared_transaction_offset
+            .push(v.prepared_transaction_offset);
+        self.topic.push(v.topic.as_bytes());
+        self.push_properties(v.properties_raw);
+        self.born_host.push(v.born_host);
+        self.store_host.push(v.store_host);
+        self.ids
+            .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
+        self.msg_id.close_value();
         true
     }
 
     /// Reserves room for `rows` records like `v` (the first), each column at most what
-    /// `max_bytes` of records can hold: reserved, untouched memory costs nothing, while
+    /// `plan_bytes` of records can hold: reserved, untouched memory costs nothing, while
     /// growing a column copies it.
     fn reserve_like(&mut self, v: &RecordView<'_>) {
         let size = usize::try_from(v.total_size).unwrap_or(1).max(1);
         // Rows of this size that fit the byte bound.
-        let rows = self.rows.min(self.max_bytes / size + 1);
-        let bound = self.max_bytes.min(MAX_COLUMN_BYTES);
+        let rows = self.rows.min(self.plan_bytes / size + 1);
+        let bound = self.plan_bytes.min(MAX_COLUMN_BYTES);
         let cap = |per_row: usize| rows.saturating_mul(per_row).min(bound);
         let props = v.properties_raw.len();
         let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
-        let (core, text) = (self.part.core(), self.part.text());
         let reserve = |col: &mut Utf8Col, per_row: usize| {
             let want = cap(per_row);
             if col.data.capacity() < want {
                 BYTES.give(std::mem::replace(&mut col.data, BYTES.take(want)));
             }
         };
-        if core {
-            reserve(&mut self.body, v.body.len());
-        }
-        if !text {
-            return;
-        }
+        reserve(&mut self.body, v.body.len());
         reserve(&mut self.topic, v.topic.len());
         reserve(&mut self.born_host.col, 24);
         reserve(&mut self.store_host.col, 24);
@@ -515,6 +624,45 @@ impl MessageColumns {
 
     fn push_properties(&mut self, raw: &[u8]) {
         use rocketstore::format::property::{KEYS, TAGS, UNIQ_KEY};
+        let mut pairs = std::mem::take(&mut self.pairs);
+        if split_ascii_properties(raw, &mut pairs) {
+            // The common case: no UTF-8 check per property (the columns' bytes are checked
+            // once, when the batch is built).
+            let (mut tags, mut keys, mut uniq) = (None, None, None);
+            for p in &pairs {
+                extend_short(&mut self.prop_keys.data, raw, p.name);
+                self.prop_keys.close_value();
+                extend_short(&mut self.prop_values.data, raw, p.value);
+                self.prop_values.close_value();
+                let name = raw.get(p.name.0..p.name.1).unwrap_or_default();
+                if let Ok(n) = <[u8; 4]>::try_from(name) {
+                    if n == TAGS_NAME {
+                        tags = Some(p.value);
+                    } else if n == KEYS_NAME {
+                        keys = Some(p.value);
+                    }
+                } else if <[u8; 8]>::try_from(name).ok() == Some(UNIQ_KEY_NAME) {
+                    uniq = Some(p.value);
+                }
+            }
+            for (col, value) in [
+                (&mut self.tags, tags),
+                (&mut self.keys, keys),
+                (&mut self.uniq_key, uniq),
+            ] {
+                match value {
+                    Some(range) => {
+                        extend_short(&mut col.data, raw, range);
+                        col.close_value();
+                    }
+                    None => col.push_opt(None),
+                }
+            }
+            self.pairs = pairs;
+            self.prop_offsets.push(offset_i32(self.prop_keys.len()));
+            return;
+        }
+        self.pairs = pairs;
         let mut pairs: Vec<(&str, &str)> = std::mem::take(&mut self.scratch);
         if rocketstore::format::parse_properties_into(raw, &mut pairs) {
             let (mut tags, mut keys, mut uniq) = (None, None, None);
@@ -545,6 +693,78 @@ impl MessageColumns {
         }
         self.prop_offsets.push(offset_i32(self.prop_keys.len()));
         self.scratch = recycle(pairs);
+    }
+
+    /// Appends the rows of `next`, built for the rows right after these (see [`build`]); its
+    /// buffers go back to the pool.
+    fn append(&mut self, next: MessageColumns) {
+        fn extend<T: ArrowNativeType>(
+            pool: &'static crate::buffer_pool::Pool<T>,
+            to: &mut Vec<T>,
+            from: Vec<T>,
+        ) {
+            to.extend_from_slice(&from);
+            pool.give(from);
+        }
+        let MessageColumns {
+            topic,
+            queue_id,
+            queue_offset,
+            commitlog_offset,
+            store_size,
+            body,
+            body_crc,
+            flag,
+            sys_flag,
+            tags,
+            keys,
+            prop_offsets,
+            prop_keys,
+            prop_values,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            msg_id,
+            uniq_key,
+            taken,
+            count,
+            ..
+        } = next;
+        extend(&I32S, &mut self.queue_id, queue_id);
+        extend(&I64S, &mut self.queue_offset, queue_offset);
+        extend(&I64S, &mut self.commitlog_offset, commitlog_offset);
+        extend(&I32S, &mut self.store_size, store_size);
+        extend(&I32S, &mut self.body_crc, body_crc);
+        extend(&I32S, &mut self.flag, flag);
+        extend(&I32S, &mut self.sys_flag, sys_flag);
+        extend(&I64S, &mut self.born_timestamp, born_timestamp);
+        extend(&I64S, &mut self.store_timestamp, store_timestamp);
+        extend(&I32S, &mut self.reconsume_times, reconsume_times);
+        extend(
+            &I64S,
+            &mut self.prepared_transaction_offset,
+            prepared_transaction_offset,
+        );
+        let base = self.prop_keys.len();
+        let entries = prop_offsets.get(1..).unwrap_or_default().iter();
+        self.prop_offsets
+            .extend(entries.map(|&o| o + offset_i32(base)));
+        I32S.give(prop_offsets);
+        self.topic.append(topic);
+        self.body.append(body);
+        self.tags.append(tags);
+        self.keys.append(keys);
+        self.prop_keys.append(prop_keys);
+        self.prop_values.append(prop_values);
+        self.born_host.col.append(born_host.col);
+        self.store_host.col.append(store_host.col);
+        self.msg_id.append(msg_id);
+        self.uniq_key.append(uniq_key);
+        self.taken = taken;
+        self.count += count;
     }
 
     /// The batch (schema [`message_schema`]); the buffers move into Arrow without a copy.
@@ -597,15 +817,16 @@ impl MessageColumns {
     }
 }
 
-/// Batches expected to hold fewer rows than this are built by one thread.
-const PARALLEL_MIN_ROWS: usize = 2048;
+/// Rows each build thread takes at least: below this, a thread's start and the copy of its
+/// rows into the first range's columns cost more than the rows.
+const MIN_ROWS_PER_THREAD: usize = 2048;
 
 /// Batches of a smaller `max_bytes` are built by one thread.
 const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
-/// Threads that build one message batch: 2 on a machine with two or more cores, unless the
-/// environment variable `ROCKETSTORE_ARROW_READ_THREADS` is `1` (read once per process; for
-/// processes that already keep every core busy, like one Spark task per core).
+/// Threads that may build one message batch: the machine's cores (at most 4), unless the
+/// environment variable `ROCKETSTORE_ARROW_READ_THREADS` sets a smaller number (read once per
+/// process; `1` for processes that already keep every core busy, like one Spark task per core).
 fn build_threads() -> usize {
     static THREADS: OnceLock<usize> = OnceLock::new();
     *THREADS.get_or_init(|| {
@@ -613,45 +834,140 @@ fn build_threads() -> usize {
         let wanted = std::env::var("ROCKETSTORE_ARROW_READ_THREADS")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(2);
-        wanted.clamp(1, 2).min(cores)
+            .unwrap_or(4);
+        wanted.clamp(1, 4).min(cores)
     })
 }
 
-/// Builds one batch with `walk` (which visits the records, feeding each to the columns, and
-/// returns where to continue; its flag says whether it is the walk that checks CRCs): on two
-/// threads ([`build_threads`]) when the batch is large enough, one building
-/// [`Part::Core`] and the other [`Part::Text`] from its own walk over the same records; on one
-/// thread otherwise, or again on one thread if the two walks did not see the same records (a
-/// concurrent append or deletion), which gives the same result.
-fn build<N: PartialEq + Send>(
+/// How [`build`] reads the records of one batch.
+trait Walk: Sync {
+    /// A record's position (commit log offset, or queue offset).
+    type Pos: Copy + Send + Sync;
+
+    /// The cheap first pass: `f(position, stored size)` for the records from the start of the
+    /// batch, in order, until `f` returns `false`. May stop early (the last thread then reads
+    /// on); nothing is validated. `None` if this read cannot be split (the rows a walk keeps
+    /// are not known in advance).
+    fn plan(&self, f: &mut dyn FnMut(Self::Pos, usize) -> bool) -> Option<()>;
+
+    /// Feeds the records from `from` (the batch's start if `None`) up to `end` (the batch's
+    /// end if `None`), at most `max` of them, to `cols`; returns where to continue.
+    fn walk(
+        &self,
+        cols: &mut MessageColumns,
+        from: Option<Self::Pos>,
+        end: Option<Self::Pos>,
+        max: usize,
+    ) -> rocketstore::Result<Self::Pos>;
+}
+
+/// Builds one batch of at most `max` rows and `max_bytes` stored bytes (but for the first row).
+///
+/// On one thread unless the batch is large ([`MIN_ROWS_PER_THREAD`] rows per thread,
+/// [`PARALLEL_MIN_BYTES`]): then a first pass ([`Walk::plan`], a few bytes per record) finds
+/// the records the batch takes, the rows are cut into as many contiguous ranges as the work
+/// pays threads for ([`build_threads`] at most), each thread builds every column of its range
+/// (decoding, CRC checks and all per-record work in parallel) starting from the [`Taken`]
+/// state before it, and the ranges are appended in order. A range that does not take exactly
+/// the records the plan saw (a concurrent append or deletion, a damaged record, a unit whose
+/// size is not its record's) or fails makes the whole batch start over on one thread, which
+/// gives the sequential result and error.
+fn build<W: Walk>(
+    walk: &W,
     rows_hint: usize,
+    max: usize,
     max_bytes: usize,
-    walk: impl Fn(&mut MessageColumns, bool) -> rocketstore::Result<N> + Sync,
-) -> rocketstore::Result<(MessageColumns, N)> {
-    if build_threads() >= 2 && rows_hint >= PARALLEL_MIN_ROWS && max_bytes >= PARALLEL_MIN_BYTES {
-        let (core, text) = std::thread::scope(|s| {
-            let helper = std::thread::Builder::new()
-                .name("rs-arrow-read".into())
-                .spawn_scoped(s, || {
-                    let mut t = MessageColumns::new_part(rows_hint, max_bytes, Part::Text);
-                    walk(&mut t, false).map(|n| (t, n))
-                });
-            let mut c = MessageColumns::new_part(rows_hint, max_bytes, Part::Core);
-            let core = walk(&mut c, true).map(|n| (c, n));
-            let text = helper.ok().and_then(|h| h.join().ok());
-            (core, text)
-        });
-        let (core, next) = core?;
-        if let Some(Ok((text, text_next))) = text {
-            if text_next == next && text.len() == core.len() {
-                return Ok((core.merge(text), next));
-            }
+) -> rocketstore::Result<(MessageColumns, W::Pos)> {
+    let threads = build_threads().min(rows_hint / MIN_ROWS_PER_THREAD);
+    if threads >= 2 && max_bytes >= PARALLEL_MIN_BYTES {
+        if let Some(built) = build_split(walk, threads, max, max_bytes) {
+            return Ok(built);
         }
     }
     let mut cols = MessageColumns::new(rows_hint, max_bytes);
-    let next = walk(&mut cols, true)?;
+    let next = walk.walk(&mut cols, None, None, max)?;
     Ok((cols, next))
+}
+
+/// The parallel path of [`build`]; `None` to build on one thread instead.
+fn build_split<W: Walk>(
+    walk: &W,
+    threads: usize,
+    max: usize,
+    max_bytes: usize,
+) -> Option<(MessageColumns, W::Pos)> {
+    // The plan: every record's position, and the batch state before it.
+    let mut plan: Vec<(W::Pos, Taken)> = Vec::new();
+    let mut taken = Taken::default();
+    walk.plan(&mut |pos, size| {
+        let before = taken;
+        if taken.rows >= max || !taken.admit(size, max_bytes) {
+            return false;
+        }
+        plan.push((pos, before));
+        true
+    })?;
+    let n = plan.len();
+    let threads = threads.min(n / MIN_ROWS_PER_THREAD);
+    if threads < 2 || taken.stored < PARALLEL_MIN_BYTES / 2 {
+        return None;
+    }
+    // Range k holds planned rows [k * n / threads, (k + 1) * n / threads); the last one reads
+    // on to the batch's real end (the plan may have stopped early).
+    // Inner bounds are multiples of 8, so that appending a range's validity bitmaps copies bytes.
+    let bounds: Vec<usize> = (0..=threads)
+        .map(|k| {
+            if k == threads {
+                n
+            } else {
+                (k * n / threads) & !7
+            }
+        })
+        .collect();
+    let range = |k: usize| -> Option<(MessageColumns, W::Pos)> {
+        let (a, b) = (*bounds.get(k)?, *bounds.get(k + 1)?);
+        let &(from, prior) = plan.get(a)?;
+        let last = k + 1 == threads;
+        let (rows, plan_bytes) = if k == 0 {
+            // The first range receives every other one.
+            (n, taken.stored)
+        } else {
+            let after = plan.get(b).map_or(taken, |&(_, t)| t);
+            (b - a, after.stored - prior.stored)
+        };
+        let mut cols = MessageColumns::continuing(prior, rows, plan_bytes, max_bytes);
+        let (end, limit) = if last {
+            (None, max - a)
+        } else {
+            (Some(plan.get(b)?.0), b - a)
+        };
+        let next = walk.walk(&mut cols, Some(from), end, limit).ok()?;
+        let exact = last || plan.get(b).is_some_and(|&(_, t)| t == cols.taken);
+        exact.then_some((cols, next))
+    };
+    let range = &range;
+    let parts: Vec<Option<(MessageColumns, W::Pos)>> = std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..threads)
+            .map(|k| {
+                std::thread::Builder::new()
+                    .name("rs-arrow-read".into())
+                    .spawn_scoped(s, move || range(k))
+            })
+            .collect();
+        let mut parts = vec![range(0)];
+        for h in helpers {
+            parts.push(h.ok().and_then(|h| h.join().ok()).flatten());
+        }
+        parts
+    });
+    let mut parts = parts.into_iter();
+    let (mut cols, mut next) = parts.next()??;
+    for part in parts {
+        let (more, after) = part?;
+        cols.append(more);
+        next = after;
+    }
+    Some((cols, next))
 }
 
 /// `read_arrow`: records in `[from, end)` in commit log order, at most `max` of them and (but
@@ -661,6 +977,40 @@ fn build<N: PartialEq + Send>(
 /// `rocketstore._native.DEFAULT_MAX_BATCH_BYTES` (the Python default of `max_bytes`). 8 MiB keeps each column buffer in the buffer pool.
 pub(crate) const DEFAULT_MAX_BATCH_BYTES: usize = 8 << 20;
 
+/// The commit log walk of `read_arrow`.
+struct LogWalk<'a> {
+    store: &'a Store,
+    from: u64,
+    end: u64,
+    check_crc: bool,
+}
+
+impl Walk for LogWalk<'_> {
+    type Pos = u64;
+
+    fn plan(&self, f: &mut dyn FnMut(u64, usize) -> bool) -> Option<()> {
+        self.store
+            .record_sizes(self.from, self.end, |at, size| f(at, size as usize))
+            .ok()
+    }
+
+    fn walk(
+        &self,
+        cols: &mut MessageColumns,
+        from: Option<u64>,
+        end: Option<u64>,
+        max: usize,
+    ) -> rocketstore::Result<u64> {
+        self.store.visit_records(
+            from.unwrap_or(self.from),
+            end.unwrap_or(self.end),
+            max,
+            self.check_crc,
+            |v| cols.push(v),
+        )
+    }
+}
+
 pub(crate) fn read_log(
     store: &Store,
     from: u64,
@@ -669,10 +1019,76 @@ pub(crate) fn read_log(
     max_bytes: usize,
     check_crc: bool,
 ) -> rocketstore::Result<(MessageColumns, u64)> {
-    build(max, max_bytes, |cols, checks| {
-        // Only one of two walks checks CRCs (once per record).
-        store.visit_records(from, end, max, check_crc && checks, |v| cols.push(v))
-    })
+    let walk = LogWalk {
+        store,
+        from,
+        end,
+        check_crc,
+    };
+    build(&walk, max, max, max_bytes)
+}
+
+/// The queue walk of `get_message_arrow`.
+struct QueueWalk<'a> {
+    store: &'a Store,
+    span: QueueSpan<'a>,
+}
+
+impl Walk for QueueWalk<'_> {
+    type Pos = i64;
+
+    fn plan(&self, f: &mut dyn FnMut(i64, usize) -> bool) -> Option<()> {
+        let QueueSpan {
+            topic,
+            queue_id,
+            from,
+            end,
+            subscription,
+            ..
+        } = self.span;
+        if subscription.is_some() {
+            // A tag filter decides on the record itself: the rows are not known in advance.
+            return None;
+        }
+        let end = end.min(self.store.max_offset_in_queue(topic, queue_id));
+        let mut next = from.max(self.store.min_offset_in_queue(topic, queue_id));
+        while next < end {
+            let want = usize::try_from(end - next).unwrap_or(usize::MAX).min(4096);
+            let units = self.store.consume_queue_units(topic, queue_id, next, want);
+            let Some(&(last, _)) = units.last() else {
+                break;
+            };
+            for (at, u) in units {
+                if at >= end {
+                    return Some(());
+                }
+                if u.phy_offset < 0 || u.size <= 0 || u.is_prefill() {
+                    continue;
+                }
+                if !f(at, usize::try_from(u.size).unwrap_or(0)) {
+                    return Some(());
+                }
+            }
+            next = last + 1;
+        }
+        Some(())
+    }
+
+    fn walk(
+        &self,
+        cols: &mut MessageColumns,
+        from: Option<i64>,
+        end: Option<i64>,
+        max: usize,
+    ) -> rocketstore::Result<i64> {
+        let span = QueueSpan {
+            from: from.unwrap_or(self.span.from),
+            end: end.unwrap_or(self.span.end),
+            max,
+            ..self.span
+        };
+        self.store.visit_queue_records(&span, |v| cols.push(v))
+    }
 }
 
 /// `get_message_arrow`: records of one queue for queue offsets in `[from, end)` of `span`, at
@@ -696,13 +1112,8 @@ pub(crate) fn read_queue(
         .min(store.max_offset_in_queue(topic, queue_id))
         .saturating_sub(from.max(store.min_offset_in_queue(topic, queue_id)));
     let rows = max.min(usize::try_from(left).unwrap_or(0));
-    build(rows, max_bytes, |cols, checks| {
-        let span = QueueSpan {
-            check_crc: span.check_crc && checks,
-            ..*span
-        };
-        store.visit_queue_records(&span, |v| cols.push(v))
-    })
+    let walk = QueueWalk { store, span: *span };
+    build(&walk, rows, max, max_bytes)
 }
 
 /// The consume queue columns: topic, queue_id, queue_offset, commitlog_offset, size, tags_code.
@@ -796,4 +1207,101 @@ pub(crate) fn index_batch(files: &[IndexFileEntries]) -> PyResult<RecordBatch> {
         i32s(prev),
     ];
     RecordBatch::try_new(index_schema(), columns).map_err(arrow_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pairs `split_ascii_properties` finds, as text.
+    fn split(raw: &[u8]) -> Vec<(String, String)> {
+        let mut pairs = Vec::new();
+        assert!(split_ascii_properties(raw, &mut pairs));
+        pairs
+            .iter()
+            .map(|p| {
+                let text = |(a, b): (usize, usize)| {
+                    String::from_utf8(raw.get(a..b).unwrap_or_default().to_vec())
+                        .unwrap_or_default()
+                };
+                (text(p.name), text(p.value))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ascii_split_matches_the_utf8_parser() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"\x02",
+            b"\x01",
+            b"a\x01b",
+            b"a\x01b\x02",
+            b"\x02\x02a\x01b\x02\x02",
+            b"TAGS\x01t\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01ABC\x02",
+            b"a\x01\x02b\x01c",
+            b"\x01a\x02b\x01c",
+            b"a\x01b\x01c\x02d\x01e",
+            b"a\x011\x02b\x012\x02a\x013\x02",
+            b"a\x01\x01\x02b\x01x",
+            b"name-only\x02\x01value-only\x02k\x01v",
+            b"\x00\x01\x00\x02k\x00\x01v\x00",
+            b"UNIQ_KEY\x017F000001465E54D8180081729EDB62A7\x02TAGS\x01TagA\x02KEYS\x01k-0\x02",
+            b"long-name-0123456789\x01long-value-0123456789\x01x\x02\x02\x02\x01\x01\x02z\x01y",
+            b"\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x02\x02\x02\x02\x02\x02\x02\x02\x02",
+        ];
+        for raw in cases {
+            let mut expected = Vec::new();
+            assert!(rocketstore::format::parse_properties_into(
+                raw,
+                &mut expected
+            ));
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            assert_eq!(split(raw), expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn name_arrays_are_the_property_names() {
+        use rocketstore::format::property::{KEYS, TAGS, UNIQ_KEY};
+        assert_eq!(&TAGS_NAME, TAGS.as_bytes());
+        assert_eq!(&KEYS_NAME, KEYS.as_bytes());
+        assert_eq!(&UNIQ_KEY_NAME, UNIQ_KEY.as_bytes());
+    }
+
+    #[test]
+    fn non_ascii_properties_are_left_to_the_utf8_parser() {
+        let mut pairs = Vec::new();
+        assert!(!split_ascii_properties(
+            "k\x01wert-ü".as_bytes(),
+            &mut pairs
+        ));
+        assert!(!split_ascii_properties(b"k\x01v\x02\xff\x01x", &mut pairs));
+        assert!(!split_ascii_properties(
+            b"0123456789\x01abcdef\x80",
+            &mut pairs
+        ));
+    }
+
+    #[test]
+    fn taken_admits_the_first_record_and_then_what_fits() {
+        let mut t = Taken::default();
+        assert!(t.admit(1000, 10));
+        assert!(!t.admit(1, 10));
+        let mut t = Taken::default();
+        assert!(t.admit(4, 10));
+        assert!(t.admit(6, 10));
+        assert!(!t.admit(1, 10));
+        assert_eq!(
+            t,
+            Taken {
+                rows: 2,
+                stored: 10,
+                budget: 10 + 2 * ROW_OVERHEAD
+            }
+        );
+    }
 }

@@ -1,0 +1,132 @@
+"""Large Arrow read batches, which several threads build by contiguous row ranges (on a machine
+with two or more cores): the same rows, the same batch ends and the same errors as batches of
+a few rows, which one thread builds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from rocketstore import MESSAGE_SCHEMA, MessageStore
+from rocketstore.exceptions import CorruptionError
+
+CONFIG: dict[str, Any] = {
+    "mapped_file_size_commit_log": 1 << 20,
+    "mapped_file_size_consume_queue": 4096 * 20,
+    "max_message_size": 8192,
+}
+
+N = 12_000
+
+
+def fill(store: MessageStore) -> None:
+    """N messages over 3 topics and 2 queues: tags or none, keys or none, ASCII and non-ASCII
+    properties (the two ways properties are split), bodies of 60 to 460 bytes."""
+    rows = []
+    for i in range(N):
+        props = {"n": str(i)} if i % 3 else ({"grüße": f"wert-{i}-ü"} if i % 7 == 0 else None)
+        rows.append(
+            {
+                "topic": f"Topic{i % 3}",
+                "body": (f"body-{i}-".encode() * 40)[: 60 + (i * 37) % 400],
+                "queue_id": i % 2,
+                "tags": None if i % 5 == 0 else ("TagÄ" if i % 11 == 0 else "TagA"),
+                "keys": [] if i % 4 == 0 else [f"key-{i}", f"k{i % 10}"],
+                "properties": props,
+            }
+        )
+    for at in range(0, N, 2000):
+        assert all(r.ok for r in store.put_batch(rows[at : at + 2000]))
+    deadline = time.monotonic() + 60
+    while store.stats()["dispatch_behind_bytes"] > 0:
+        assert time.monotonic() < deadline, "dispatch did not catch up"
+        time.sleep(0.005)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
+    with MessageStore(tmp_path_factory.mktemp("split") / "store", **CONFIG) as s:
+        fill(s)
+        yield s
+
+
+def read_log(store: MessageStore, step: int, **kwargs: Any) -> list[pa.RecordBatch]:
+    batches, offset = [], 0
+    while True:
+        batch, nxt = store.read_arrow(offset, max_messages=step, **kwargs)
+        if batch.num_rows == 0:
+            assert nxt == offset
+            return batches
+        batches.append(batch)
+        offset = nxt
+
+
+def table(batches: list[pa.RecordBatch]) -> pa.Table:
+    return pa.Table.from_batches(batches, schema=MESSAGE_SCHEMA)
+
+
+def test_one_large_batch_equals_small_ones(big: MessageStore) -> None:
+    large = read_log(big, 65536)
+    assert large[0].num_rows >= 8192, "the first batch must be large enough to be split"
+    small = read_log(big, 100)
+    assert table(large).num_rows == N
+    assert table(large).equals(table(small))
+    nulls = table(large).column("tags").null_count
+    assert 0 < nulls < N
+
+
+@pytest.mark.parametrize("max_bytes", [1 << 20, 3 << 20])
+def test_large_batches_end_where_one_thread_ends_them(big: MessageStore, max_bytes: int) -> None:
+    """Each batch ends before the record that would take it past ``max_bytes``."""
+    batches = read_log(big, 65536, max_bytes=max_bytes)
+    assert len(batches) > 1
+    sizes = [b.column("store_size").to_pylist() for b in batches]
+    for this, after in zip(sizes, sizes[1:]):
+        assert sum(this) <= max_bytes < sum(this) + after[0]
+    assert table(batches).equals(table(read_log(big, 100)))
+
+
+def test_get_message_arrow_large_equals_small(big: MessageStore) -> None:
+    for topic, queue_id, lo, hi in big.consume_queues():
+        whole, nxt = big.get_message_arrow(topic, queue_id, lo, 65536)
+        assert nxt == hi
+        assert whole.num_rows == hi - lo >= 1000
+        parts, offset = [], lo
+        while offset < hi:
+            batch, offset = big.get_message_arrow(topic, queue_id, offset, 100)
+            parts.append(batch)
+        assert table([whole]).equals(table(parts))
+
+
+def test_damage_in_a_later_range_is_reported_like_one_thread(tmp_path: Path) -> None:
+    with MessageStore(tmp_path / "store", **CONFIG) as s:
+        fill(s)
+        first = read_log(s, 65536)[0]
+        row = first.num_rows * 3 // 4
+        victim = first.slice(row, 1).to_pylist()[0]
+        s.flush()
+        offset = victim["commitlog_offset"]
+        name = max(f for f in s.commitlog_files() if int(Path(f).name) <= offset)
+        body = victim["body"]
+        data = Path(name).read_bytes()
+        pos = data.find(body, offset - int(Path(name).name))
+        with open(name, "r+b") as fh:
+            fh.seek(pos + len(body) // 2)
+            fh.write(bytes([data[pos + len(body) // 2] ^ 0xFF]))
+        with pytest.raises(CorruptionError) as info:
+            s.read_arrow(0, verify_crc=True)
+        assert info.value.offset == offset
+        assert info.value.kind == "CRC mismatch"
+        with pytest.raises(CorruptionError) as info:
+            s.get_message_arrow(victim["topic"], victim["queue_id"], 0, verify_crc=True)
+        assert info.value.offset == offset
+        # Without verification the damaged body is returned as stored.
+        damaged = read_log(s, 65536)[0]
+        assert damaged.num_rows == first.num_rows
+        assert damaged.column("body")[row].as_py() != body
