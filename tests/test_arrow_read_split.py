@@ -5,6 +5,7 @@ a few rows, which one thread builds.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,7 +58,8 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
 
 
 def read_log(store: MessageStore, step: int, **kwargs: Any) -> list[pa.RecordBatch]:
-    batches, offset = [], 0
+    batches: list[pa.RecordBatch] = []
+    offset = 0
     while True:
         batch, nxt = store.read_arrow(offset, max_messages=step, **kwargs)
         if batch.num_rows == 0:
@@ -86,8 +88,8 @@ def test_large_batches_end_where_one_thread_ends_them(big: MessageStore, max_byt
     """Each batch ends before the record that would take it past ``max_bytes``."""
     batches = read_log(big, 65536, max_bytes=max_bytes)
     assert len(batches) > 1
-    sizes = [b.column("store_size").to_pylist() for b in batches]
-    for this, after in zip(sizes, sizes[1:]):
+    sizes = [[int(v or 0) for v in b.column("store_size").to_pylist()] for b in batches]
+    for this, after in itertools.pairwise(sizes):
         assert sum(this) <= max_bytes < sum(this) + after[0]
     assert table(batches).equals(table(read_log(big, 100)))
 
