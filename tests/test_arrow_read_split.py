@@ -6,6 +6,7 @@ a few rows, which one thread builds.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from rocketstore import MESSAGE_SCHEMA, MessageStore
+from rocketstore import MESSAGE_SCHEMA, MessageStore, _native
 from rocketstore.exceptions import CorruptionError
 
 CONFIG: dict[str, Any] = {
@@ -73,8 +74,34 @@ def table(batches: list[pa.RecordBatch]) -> pa.Table:
     return pa.Table.from_batches(batches, schema=MESSAGE_SCHEMA)
 
 
+#: Whether large batches are split here (two or more cores, no thread cap in the environment).
+SPLITS = (os.cpu_count() or 1) >= 2 and os.environ.get("ROCKETSTORE_ARROW_READ_THREADS", "") in (
+    "",
+    "2",
+    "3",
+    "4",
+)
+
+
+def split_counts_since(before: tuple[int, int]) -> tuple[int, int]:
+    """(split builds, split builds given up for one thread) since ``before``."""
+    builds, fallbacks = _native._arrow_split_counts()
+    return builds - before[0], fallbacks - before[1]
+
+
+def assert_split_ran(before: tuple[int, int], *, expect_split: bool = True) -> None:
+    """The large reads since ``before`` were split (when ``expect_split``) and none fell back
+    to one thread (a fallback gives the same rows, so only this shows the split path works)."""
+    builds, fallbacks = split_counts_since(before)
+    assert fallbacks == 0
+    if SPLITS and expect_split:
+        assert builds > 0
+
+
 def test_one_large_batch_equals_small_ones(big: MessageStore) -> None:
+    before = _native._arrow_split_counts()
     large = read_log(big, 65536)
+    assert_split_ran(before)
     assert large[0].num_rows >= 8192, "the first batch must be large enough to be split"
     small = read_log(big, 100)
     assert table(large).num_rows == N
@@ -86,7 +113,10 @@ def test_one_large_batch_equals_small_ones(big: MessageStore) -> None:
 @pytest.mark.parametrize("max_bytes", [1 << 20, 3 << 20])
 def test_large_batches_end_where_one_thread_ends_them(big: MessageStore, max_bytes: int) -> None:
     """Each batch ends before the record that would take it past ``max_bytes``."""
+    before = _native._arrow_split_counts()
     batches = read_log(big, 65536, max_bytes=max_bytes)
+    # 1 MiB holds about 2,600 of these records: too few rows for two threads.
+    assert_split_ran(before, expect_split=max_bytes >= 3 << 20)
     assert len(batches) > 1
     sizes = [[int(v or 0) for v in b.column("store_size").to_pylist()] for b in batches]
     for this, after in itertools.pairwise(sizes):
@@ -96,12 +126,47 @@ def test_large_batches_end_where_one_thread_ends_them(big: MessageStore, max_byt
 
 def test_get_message_arrow_large_equals_small(big: MessageStore) -> None:
     for topic, queue_id, lo, hi in big.consume_queues():
+        before = _native._arrow_split_counts()
         whole, nxt = big.get_message_arrow(topic, queue_id, lo, 65536)
+        # 2,000 units per queue: below two threads' worth of rows, so built on one thread.
+        assert_split_ran(before, expect_split=False)
         assert nxt == hi
         assert whole.num_rows == hi - lo >= 1000
         parts, offset = [], lo
         while offset < hi:
             batch, offset = big.get_message_arrow(topic, queue_id, offset, 100)
+            parts.append(batch)
+        assert table([whole]).equals(table(parts))
+
+
+def test_get_message_arrow_split_over_one_long_queue(tmp_path: Path) -> None:
+    """A queue long enough for several threads: the split batch equals batches of 100 rows."""
+    n = 9_000
+    with MessageStore(tmp_path / "store", **CONFIG) as s:
+        rows = [
+            {
+                "topic": "Long",
+                "body": (f"b{i}-".encode() * 60)[: 100 + (i * 13) % 200],
+                "queue_id": 0,
+                "tags": None if i % 6 == 0 else "TagL",
+                "keys": [f"key-{i}"],
+                "properties": {"grüße": "ü"} if i % 9 == 0 else {"n": str(i)},
+            }
+            for i in range(n)
+        ]
+        for at in range(0, n, 3000):
+            assert all(r.ok for r in s.put_batch(rows[at : at + 3000]))
+        deadline = time.monotonic() + 60
+        while s.stats()["dispatch_behind_bytes"] > 0:
+            assert time.monotonic() < deadline, "dispatch did not catch up"
+            time.sleep(0.005)
+        before = _native._arrow_split_counts()
+        whole, nxt = s.get_message_arrow("Long", 0, 0, 65536)
+        assert_split_ran(before)
+        assert (whole.num_rows, nxt) == (n, n)
+        parts, offset = [], 0
+        while offset < n:
+            batch, offset = s.get_message_arrow("Long", 0, offset, 100)
             parts.append(batch)
         assert table([whole]).equals(table(parts))
 
@@ -121,9 +186,14 @@ def test_damage_in_a_later_range_is_reported_like_one_thread(tmp_path: Path) -> 
         with open(name, "r+b") as fh:
             fh.seek(pos + len(body) // 2)
             fh.write(bytes([data[pos + len(body) // 2] ^ 0xFF]))
+        before = _native._arrow_split_counts()
         with pytest.raises(CorruptionError) as info:
             s.read_arrow(0, verify_crc=True)
         assert info.value.offset == offset
+        if SPLITS:
+            # The range holding the damaged record failed, so the batch was built again on one
+            # thread, which reports the error where a sequential read does.
+            assert split_counts_since(before) == (0, 1)
         assert info.value.kind == "CRC mismatch"
         with pytest.raises(CorruptionError) as info:
             s.get_message_arrow(victim["topic"], victim["queue_id"], 0, verify_crc=True)

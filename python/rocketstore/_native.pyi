@@ -81,6 +81,7 @@ __all__ = [
     "StoreReport",
     "UnsupportedFormatError",
     "__version__",
+    "_arrow_split_counts",
     "arrow_schema",
     "body_digest",
     "body_sha256",
@@ -95,6 +96,10 @@ __all__ = [
 __version__: str
 #: Default ``max_bytes`` of the Arrow reads: stored bytes per batch (8 MiB).
 DEFAULT_MAX_BATCH_BYTES: int
+
+def _arrow_split_counts() -> tuple[int, int]:
+    """Arrow read batches built by row ranges on several threads, and split builds given up
+    for one thread after their ranges ran, since the process started (for tests)."""
 
 _ConfigValue: TypeAlias = int | bool | str
 

@@ -13,6 +13,7 @@
 //! * the `properties` map column is `(offsets, key_offsets, key_data, value_offsets,
 //!   value_data)`: `n + 1` int32 entry offsets, then the two string children (never null).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{
@@ -889,6 +890,22 @@ fn build<W: Walk>(
     Ok((cols, next))
 }
 
+/// Batches built by row ranges on several threads, and split builds given up for one thread
+/// after their ranges ran (a range that did not take exactly its planned records, or failed).
+/// Read by the tests through `_native._arrow_split_counts()`: a silent fallback only costs
+/// speed, so without them a planning bug would pass every test that compares rows.
+static SPLIT_BUILDS: AtomicU64 = AtomicU64::new(0);
+static SPLIT_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+
+/// `(split builds, split fallbacks)` since the process started (see [`SPLIT_BUILDS`]).
+#[pyfunction]
+pub(crate) fn _arrow_split_counts() -> (u64, u64) {
+    (
+        SPLIT_BUILDS.load(Ordering::Relaxed),
+        SPLIT_FALLBACKS.load(Ordering::Relaxed),
+    )
+}
+
 /// The parallel path of [`build`]; `None` to build on one thread instead.
 fn build_split<W: Walk>(
     walk: &W,
@@ -960,18 +977,20 @@ fn build_split<W: Walk>(
         }
         parts
     });
-    let mut parts = parts.into_iter();
-    let (mut cols, mut next) = parts.next()??;
-    for part in parts {
-        let (more, after) = part?;
+    if parts.iter().any(Option::is_none) {
+        SPLIT_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    let mut parts = parts.into_iter().flatten();
+    let (mut cols, mut next) = parts.next()?;
+    for (more, after) in parts {
         cols.append(more);
         next = after;
     }
+    SPLIT_BUILDS.fetch_add(1, Ordering::Relaxed);
     Some((cols, next))
 }
 
-/// `read_arrow`: records in `[from, end)` in commit log order, at most `max` of them and (but
-/// for the first) at most `max_bytes` stored bytes.
 /// Default upper bound of the stored bytes behind one read batch (`read_arrow`'s and
 /// `get_message_arrow`'s `max_bytes`, the Spark reader's batches); exported to Python as
 /// `rocketstore._native.DEFAULT_MAX_BATCH_BYTES` (the Python default of `max_bytes`). 8 MiB keeps each column buffer in the buffer pool.
