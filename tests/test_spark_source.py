@@ -356,6 +356,41 @@ def test_failed_retried_and_speculative_attempts_publish_once(
     assert bodies == [f"0-{j}".encode() for j in range(50)]  # no duplicate, no half store
 
 
+def test_published_clean_store_opens_without_the_tail_crc_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store a committed job published (manifest entry, no abort file) opens for reading
+    with its end found by framing alone unless ``verifyCrc`` asks for CRCs: a flipped body
+    byte in its last file neither hides the records after it nor goes unnoticed with
+    ``verifyCrc``; a store with an abort file keeps the CRC walk."""
+    from rocketstore.spark._reader import ReadSettings
+
+    root = tmp_path / "root"
+    writer = _writer(root)
+    _as_task(monkeypatch, 0, 7, 0)
+    writer.commit([writer.write(_batches(0, 50))])
+    store = root / "store-00000"
+    entry = json.loads((root / MANIFEST).read_text())["stores"][0]
+    with rocketstore.MessageStore(store, read_only=True, **SMALL_KW) as s:
+        victim = list(s.scan())[20]
+    log = sorted((store / "commitlog").iterdir())[-1]
+    data = bytearray(log.read_bytes())
+    at = data.index(victim.body, victim.commitlog_offset % len(data))  # its body's first byte
+    data[at] ^= 0xFF
+    log.write_bytes(bytes(data))
+
+    def end(options: dict[str, str]) -> int:
+        settings = ReadSettings.parse({"path": str(root), **options})
+        with settings.open(store) as s:
+            return s.max_commitlog_offset()
+
+    assert end({}) == entry["max_offset"]  # every record, the damaged body as stored
+    assert end({"verifyCrc": "true"}) == victim.commitlog_offset  # the CRC walk stops there
+    assert end({"checkCRCOnRecover": "true"}) == victim.commitlog_offset
+    (store / "abort").write_bytes(b"")
+    assert end({}) == victim.commitlog_offset  # not cleanly closed: CRCs checked
+
+
 def test_abort_removes_every_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "root"
     writer = _writer(root)

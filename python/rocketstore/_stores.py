@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ABORT_FILE",
     "MANIFEST",
     "TEMPORARY",
     "commitlog_files",
@@ -23,6 +24,9 @@ __all__ = [
 
 #: Name of the manifest a successful Spark write leaves in the root.
 MANIFEST = "_SUCCESS"
+#: File in a store root while a writer has the store open (RocketMQ's ``abort``): present
+#: after a crash, absent after a clean close.
+ABORT_FILE = "abort"
 #: Directory under the root holding the per-attempt stores of running Spark writes.
 TEMPORARY = "_temporary"
 

@@ -38,7 +38,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from rocketstore._stores import MANIFEST, commitlog_files, find_stores, store_key
+from rocketstore._stores import ABORT_FILE, MANIFEST, commitlog_files, find_stores, store_key
 from rocketstore.exceptions import InvalidConfigError
 from rocketstore.spark._options import (
     EARLIEST,
@@ -289,7 +289,19 @@ class ReadSettings:
         """
         from rocketstore import MessageStore
 
-        config: dict[str, Any] = {**manifest_config(Path(store)), **self.config}
+        path = Path(store)
+        recorded = manifest_config(path)
+        config: dict[str, Any] = {**(recorded or {}), **self.config}
+        if (
+            recorded is not None
+            and not self.verify_crc
+            and "check_crc_on_recover" not in config
+            and not (path / ABORT_FILE).exists()
+        ):
+            # A store a committed job published was flushed and closed (no abort file): the
+            # open finds its end by the records' framing, and without `verifyCrc` no body CRC
+            # is checked anywhere else either (the open would check only the last three files').
+            config["check_crc_on_recover"] = False
         return MessageStore(store, read_only=True, **config)
 
     def wants(self, topic: str) -> bool:
@@ -297,22 +309,26 @@ class ReadSettings:
         return self.topics is None or topic in self.topics
 
 
-def manifest_config(store: Path) -> dict[str, int | bool | str]:
-    """The store configuration the ``_SUCCESS`` manifest next to ``store`` records for it."""
+def manifest_config(store: Path) -> dict[str, int | bool | str] | None:
+    """The store configuration the ``_SUCCESS`` manifest next to ``store`` records for it.
+
+    ``None`` if no manifest there lists ``store`` (a store no committed job published).
+    """
     import json
 
     try:
         data = json.loads((store.parent / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
+        return None
     if not isinstance(data, dict) or not isinstance(data.get("stores"), list):
-        return {}
+        return None
     for entry in data["stores"]:
         if isinstance(entry, dict) and entry.get("path") == store.name:
             config = entry.get("config")
             if isinstance(config, dict):
                 return {str(k): v for k, v in config.items() if isinstance(v, (int, bool, str))}
-    return {}
+            return {}
+    return None
 
 
 @dataclass(frozen=True)
