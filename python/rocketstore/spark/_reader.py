@@ -20,6 +20,7 @@ Partitioning (option ``partitioning``):
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -581,9 +582,28 @@ def read_cq(
 def read_partition(
     settings: ReadSettings, schema: StructType, partition: InputPartition
 ) -> Iterator[pa.RecordBatch]:
-    """The Arrow batches of one partition (executor side)."""
+    """The Arrow batches of one partition (executor side).
+
+    Python's cyclic garbage collector is paused until the partition is read (or the generator
+    is closed): Spark's serialization of each batch allocates enough objects to trigger
+    collections that walk the worker's whole heap. Nothing here makes reference cycles.
+    """
     if not isinstance(partition, (FilePartition, QueuePartition, IndexPartition)):
         return  # the single empty partition Spark plans when a read has none
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield from _read_partition(settings, schema, partition)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _read_partition(
+    settings: ReadSettings,
+    schema: StructType,
+    partition: FilePartition | QueuePartition | IndexPartition,
+) -> Iterator[pa.RecordBatch]:
     target = _arrow_target(schema)
     with settings.open(partition.store) as store:
         if isinstance(partition, FilePartition):
