@@ -3,8 +3,10 @@
 Writes the ``rocketstore bench`` table of each body size once as Parquet and as a rocketstore
 root (2 partitions, like ``rocketstore bench --spark``), then in one local[2] session times
 ``sum(length(body))`` over: Parquet, rocketstore with the full schema, rocketstore with
-``.schema("body binary")``, round after round. Each line: msg/s (wall) and CPU ns per message
-of the whole process tree (driver, JVM, Python workers; /proc), and the load average.
+``.schema("body binary")``, round after round; ``--only parquet,all,all_main`` adds the full
+schema read as main's reader did it (the open's CRC walk, the cyclic GC running). Each line:
+msg/s (wall) and CPU ns per message of the whole process tree (driver, JVM, Python workers;
+/proc), and the load average.
 
     .venv/bin/python benches/spark_read.py --sizes 100,1024 --rounds 3
     # baseline: the same script with another checkout's package first on the path
@@ -20,6 +22,31 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+
+def _main_like_source() -> Any:
+    """``rocketstore`` whose reader leaves Python's cyclic GC running (the reader before it
+    paused the collector); with ``checkCRCOnRecover=true`` it reads as main's reader did."""
+    from rocketstore.spark import _reader
+    from rocketstore.spark._source import RocketStoreDataSource
+
+    class GcOnReader(_reader.RocketStoreReader):
+        def read(self, partition: Any) -> Any:
+            if not isinstance(
+                partition, (_reader.FilePartition, _reader.QueuePartition, _reader.IndexPartition)
+            ):
+                return iter(())
+            return _reader._read_partition(self.settings, self.schema, partition)
+
+    class MainLikeSource(RocketStoreDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rs_main_like"
+
+        def reader(self, schema: Any) -> Any:
+            return GcOnReader(self.options, schema)
+
+    return MainLikeSource
 
 
 def main() -> None:
@@ -47,6 +74,8 @@ def main() -> None:
     import rocketstore.spark as rs_spark
 
     rs_spark.register(spark)
+    if "all_main" in args.only:
+        spark.dataSource.register(_main_like_source())
     opts = BenchOptions()
     base = Path(args.dir) / "rocketstore-spark-read"
     try:
@@ -66,6 +95,12 @@ def main() -> None:
             readers: dict[str, Any] = {
                 "parquet": lambda pq=pq: spark.read.parquet(str(pq)),
                 "all": lambda rs=rs: spark.read.format("rocketstore").load(str(rs)),
+                # main's read path: the open's CRC walk of the tail, the cyclic GC running
+                "all_main": lambda rs=rs: (
+                    spark.read.format("rs_main_like")
+                    .option("checkCRCOnRecover", "true")
+                    .load(str(rs))
+                ),
                 "body": lambda rs=rs: (
                     spark.read.format("rocketstore").schema("body binary").load(str(rs))
                 ),

@@ -8,6 +8,7 @@ a local[2] session (as ``rocketstore bench --spark``), then times round after ro
   (the JVM -> Python worker transfer, nothing written): the floor of any Python data source;
 * ``noop_nogc``: the same with Python's cyclic garbage collector paused (``--only`` it);
 * ``rocketstore``: ``df.write.format("rocketstore")``;
+* ``rocketstore_gc_on``: the same with Python's cyclic GC left running in the task (``--only``);
 * ``profiled``: the same writer with per-step thread CPU in the Python worker (``--profile``).
 
 Each line: msg/s (wall) and CPU ns per message of the whole process tree (driver, JVM, Python
@@ -130,6 +131,27 @@ class NoopSource(DataSource):
         return NoopGcWriter() if self.options.get("gc") == "off" else NoopWriter()
 
 
+def _gc_on_source() -> type[DataSource]:
+    """``rocketstore`` with Python's cyclic GC left running during the task (the writer before
+    it paused the collector): the same-session baseline of that change."""
+    from rocketstore.spark import _writer
+    from rocketstore.spark._source import RocketStoreDataSource
+
+    class GcOnWriter(_writer.RocketStoreWriter):
+        def write(self, iterator: Iterator[Any]) -> Any:
+            return self._write(iterator)
+
+    class GcOnSource(RocketStoreDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rs_gc_on"
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            return GcOnWriter(self.options, schema, overwrite)
+
+    return GcOnSource
+
+
 def _profiled_source() -> type[DataSource]:
     """``rocketstore`` with thread CPU per step of each write task, printed by the worker."""
     from rocketstore.spark import _writer
@@ -236,6 +258,12 @@ def _writers(df: Any, fsize: str) -> dict[str, Any]:
             .option("mapped_file_size_commit_log", fsize)
             .save(str(p))
         ),
+        "rocketstore_gc_on": lambda p: (
+            df.write.format("rs_gc_on")
+            .mode("overwrite")
+            .option("mapped_file_size_commit_log", fsize)
+            .save(str(p))
+        ),
         "profiled": lambda p: (
             df.write.format("rs_profiled")
             .mode("overwrite")
@@ -281,6 +309,8 @@ def main() -> None:
 
     rs_spark.register(spark)
     spark.dataSource.register(NoopSource)
+    if "rocketstore_gc_on" in args.only:
+        spark.dataSource.register(_gc_on_source())
     names = [x for x in args.only.split(",") if x]
     if args.profile:
         spark.dataSource.register(_profiled_source())
