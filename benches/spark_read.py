@@ -4,7 +4,7 @@ Writes the ``rocketstore bench`` table of each body size once as Parquet and as 
 root (2 partitions, like ``rocketstore bench --spark``), then in one local[2] session times
 ``sum(length(body))`` over: Parquet, rocketstore with the full schema, rocketstore with
 ``.schema("body binary")``, round after round; ``--only parquet,all,all_main`` adds the full
-schema read as main's reader did it (the open's CRC walk, the cyclic GC running). Each line:
+schema read as main's reader did it (the open's CRC walk, no frozen heap). Each line:
 msg/s (wall) and CPU ns per message of the whole process tree (driver, JVM, Python workers;
 /proc), and the load average.
 
@@ -25,9 +25,9 @@ from typing import Any
 
 
 def _main_like_source() -> Any:
-    """``rocketstore`` whose reader leaves Python's cyclic GC running (the reader before it
-    paused the collector); with ``checkCRCOnRecover=true`` it reads as main's reader did."""
-    from rocketstore.spark import _reader
+    """``rocketstore`` whose reader does not freeze the worker's heap (the reader before it
+    did); with ``checkCRCOnRecover=true`` it reads as main's reader did."""
+    from rocketstore.spark import _heap, _reader
     from rocketstore.spark._source import RocketStoreDataSource
 
     class GcOnReader(_reader.RocketStoreReader):
@@ -36,6 +36,7 @@ def _main_like_source() -> Any:
                 partition, (_reader.FilePartition, _reader.QueuePartition, _reader.IndexPartition)
             ):
                 return iter(())
+            _heap._reset()
             return _reader._read_partition(self.settings, self.schema, partition)
 
     class MainLikeSource(RocketStoreDataSource):
@@ -95,7 +96,7 @@ def main() -> None:
             readers: dict[str, Any] = {
                 "parquet": lambda pq=pq: spark.read.parquet(str(pq)),
                 "all": lambda rs=rs: spark.read.format("rocketstore").load(str(rs)),
-                # main's read path: the open's CRC walk of the tail, the cyclic GC running
+                # main's read path: the open's CRC walk of the tail, no frozen heap
                 "all_main": lambda rs=rs: (
                     spark.read.format("rs_main_like")
                     .option("checkCRCOnRecover", "true")

@@ -6,9 +6,9 @@ a local[2] session (as ``rocketstore bench --spark``), then times round after ro
 * ``parquet``: ``df.write.parquet`` (snappy);
 * ``noop``: a Python ``DataSourceArrowWriter`` that only counts the Arrow batches Spark hands it
   (the JVM -> Python worker transfer, nothing written): the floor of any Python data source;
-* ``noop_nogc``: the same with Python's cyclic garbage collector paused (``--only`` it);
+* ``noop_nogc``: the same with the worker's heap frozen (``--only`` it);
 * ``rocketstore``: ``df.write.format("rocketstore")``;
-* ``rocketstore_gc_on``: the same with Python's cyclic GC left running in the task (``--only``);
+* ``rocketstore_gc_on``: the same without the frozen worker heap (``--only``);
 * ``profiled``: the same writer with per-step thread CPU in the Python worker (``--profile``).
 
 Each line: msg/s (wall) and CPU ns per message of the whole process tree (driver, JVM, Python
@@ -107,19 +107,16 @@ class NoopWriter(DataSourceArrowWriter):
 
 
 class NoopGcWriter(DataSourceArrowWriter):
-    """The same with Python's cyclic garbage collector paused, as the rocketstore writer does."""
+    """The same with the worker's heap frozen, as the rocketstore writer does."""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        import gc
+        from rocketstore.spark._heap import freeze_worker_heap
 
-        gc.disable()
-        try:
-            rows = 0
-            for batch in iterator:
-                rows += batch.num_rows
-            return WriterCommitMessage()
-        finally:
-            gc.enable()
+        freeze_worker_heap()
+        rows = 0
+        for batch in iterator:
+            rows += batch.num_rows
+        return WriterCommitMessage()
 
 
 class NoopSource(DataSource):
@@ -132,13 +129,14 @@ class NoopSource(DataSource):
 
 
 def _gc_on_source() -> type[DataSource]:
-    """``rocketstore`` with Python's cyclic GC left running during the task (the writer before
-    it paused the collector): the same-session baseline of that change."""
-    from rocketstore.spark import _writer
+    """``rocketstore`` without the frozen worker heap (the writer before it froze it): the
+    same-session baseline of that change."""
+    from rocketstore.spark import _heap, _writer
     from rocketstore.spark._source import RocketStoreDataSource
 
     class GcOnWriter(_writer.RocketStoreWriter):
         def write(self, iterator: Iterator[Any]) -> Any:
+            _heap._reset()  # unfreeze: PySpark's collection after the task walks every object
             return self._write(iterator)
 
     class GcOnSource(RocketStoreDataSource):

@@ -20,7 +20,6 @@ Partitioning (option ``partitioning``):
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from pyspark.sql.types import (
 
 from rocketstore._stores import ABORT_FILE, MANIFEST, commitlog_files, find_stores, store_key
 from rocketstore.exceptions import InvalidConfigError
+from rocketstore.spark._heap import freeze_worker_heap
 from rocketstore.spark._options import (
     EARLIEST,
     LATEST,
@@ -584,19 +584,14 @@ def read_partition(
 ) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of one partition (executor side).
 
-    Python's cyclic garbage collector is paused until the partition is read (or the generator
-    is closed): Spark's serialization of each batch allocates enough objects to trigger
-    collections that walk the worker's whole heap. Nothing here makes reference cycles.
+    The first task of a worker process freezes the objects the process has
+    (:func:`~rocketstore.spark._heap.freeze_worker_heap`), so the full collection PySpark's
+    worker runs after every task skips them.
     """
     if not isinstance(partition, (FilePartition, QueuePartition, IndexPartition)):
-        return  # the single empty partition Spark plans when a read has none
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield from _read_partition(settings, schema, partition)
-    finally:
-        if paused:
-            gc.enable()
+        return iter(())  # the single empty partition Spark plans when a read has none
+    freeze_worker_heap()
+    return _read_partition(settings, schema, partition)
 
 
 def _read_partition(

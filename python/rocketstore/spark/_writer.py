@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import json
 import os
 import re
@@ -69,6 +68,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from rocketstore._stores import MANIFEST, TEMPORARY, find_stores, is_store
 from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
+from rocketstore.spark._heap import freeze_worker_heap
 from rocketstore.spark._options import normalize, parse_int, split_options
 
 if TYPE_CHECKING:
@@ -450,19 +450,12 @@ class RocketStoreWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:  # type: ignore[override]
         """Writes this task's batches into a fresh store (executor side).
 
-        Python's cyclic garbage collector is paused for the task: each Arrow batch Spark sends
-        allocates enough container objects to trigger collections that walk the worker's whole
-        heap (pyspark, pyarrow), which cost more CPU than reading the batch. The task makes no
-        reference cycles of its own (batches and results are freed by reference counting); the
-        collector's previous state is restored when the task ends.
+        The first task of a worker process freezes the objects the process has
+        (:func:`~rocketstore.spark._heap.freeze_worker_heap`), so the full collection PySpark's
+        worker runs after every task skips them.
         """
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            return self._write(iterator)
-        finally:
-            if paused:
-                gc.enable()
+        freeze_worker_heap()
+        return self._write(iterator)
 
     def _write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:
         partition, task_attempt, attempt_number = _task_identity()
