@@ -391,6 +391,39 @@ def test_published_clean_store_opens_without_the_tail_crc_walk(
     assert end({}) == victim.commitlog_offset  # not cleanly closed: CRCs checked
 
 
+def test_first_task_of_a_worker_freezes_its_heap_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first write task collects once and freezes the process's objects (PySpark's
+    per-task collection then skips them); later tasks neither collect nor freeze again."""
+    import gc
+
+    from rocketstore.spark import _heap
+
+    _heap._reset()
+    try:
+        assert gc.get_freeze_count() == 0
+        writer = _writer(tmp_path / "root")
+        _as_task(monkeypatch, 0, 1, 0)
+        writer.write(_batches(0, 10))
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        calls: list[str] = []
+
+        def collect(*_: object) -> int:
+            calls.append("collect")
+            return 0
+
+        monkeypatch.setattr(gc, "collect", collect)
+        monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+        _as_task(monkeypatch, 1, 2, 0)
+        writer.write(_batches(1, 10))
+        assert calls == []
+    finally:
+        monkeypatch.undo()
+        _heap._reset()
+
+
 def test_abort_removes_every_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "root"
     writer = _writer(root)
