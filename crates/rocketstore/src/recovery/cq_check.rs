@@ -22,8 +22,11 @@ use crate::error::Result;
 
 /// The first queue offset of each queue among the records the recovery scan read.
 #[derive(Debug, Default)]
+#[cfg_attr(test, derive(PartialEq))]
 pub(crate) struct Window {
-    first: HashMap<(String, i32), i64>,
+    /// Topic -> queue id -> first queue offset (looked up by the record's `&str` topic: no
+    /// allocation per record).
+    first: HashMap<String, HashMap<i32, i64>>,
 }
 
 impl Window {
@@ -37,11 +40,23 @@ impl Window {
             return;
         }
         // Scan order is commit log order, so the first record of a queue has its lowest offset.
-        if let Some(v) = self.first.get_mut(&(rec.topic.to_string(), rec.queue_id)) {
-            *v = (*v).min(rec.queue_offset);
-        } else {
-            self.first
-                .insert((rec.topic.to_string(), rec.queue_id), rec.queue_offset);
+        let queues = match self.first.get_mut(rec.topic) {
+            Some(q) => q,
+            None => self.first.entry(rec.topic.to_string()).or_default(),
+        };
+        let v = queues.entry(rec.queue_id).or_insert(rec.queue_offset);
+        *v = (*v).min(rec.queue_offset);
+    }
+
+    /// Adds the notes of another part of the same scan (the minimum per queue, as if one scan
+    /// had seen both parts' records).
+    pub(crate) fn merge(&mut self, other: Window) {
+        for (topic, queues) in other.first {
+            let mine = self.first.entry(topic).or_default();
+            for (qid, theirs) in queues {
+                let v = mine.entry(qid).or_insert(theirs);
+                *v = (*v).min(theirs);
+            }
         }
     }
 }
@@ -55,8 +70,12 @@ pub(crate) fn cut_mismatched_units(
 ) -> Result<Vec<(String, i32)>> {
     let min_phy = i64::try_from(log.min_offset()).unwrap_or(i64::MAX);
     let mut cut = Vec::new();
-    for ((topic, qid), &first) in &window.first {
-        let Some(q) = cqs.get(topic, *qid) else {
+    let queues = window
+        .first
+        .iter()
+        .flat_map(|(t, qs)| qs.iter().map(move |(qid, &first)| (t, *qid, first)));
+    for (topic, qid, first) in queues {
+        let Some(q) = cqs.get(topic, qid) else {
             continue;
         };
         for off in first.max(q.min_offset())..q.max_offset() {
@@ -68,7 +87,7 @@ pub(crate) fn cut_mismatched_units(
                 || super::queues::unit_matches(log, &q, off, &unit);
             if !ok {
                 q.truncate_to_offset(off)?;
-                cut.push((topic.clone(), *qid));
+                cut.push((topic.clone(), qid));
                 break;
             }
         }
