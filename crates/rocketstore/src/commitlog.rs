@@ -802,79 +802,38 @@ impl CommitLog {
         from_pos: usize,
         check_crc: bool,
         max_record: u32,
-        mut on_record: impl FnMut(&RecordView<'_>, u64),
+        on_record: impl FnMut(&RecordView<'_>, u64),
     ) -> ScanEnd {
+        self.with_scan_files(from_index, |files| {
+            let start = (0, from_pos);
+            scan_files_from(files, start, u64::MAX, check_crc, max_record, on_record).0
+        })
+        .unwrap_or_else(|| ScanEnd {
+            end: self.queue.first().map_or(0, |f| f.from()),
+            ..ScanEnd::default()
+        })
+    }
+
+    /// Runs `f` over files `from_index..` as a recovery scan reads them (their recovery views,
+    /// held until `f` returns). `None` if there is no file `from_index`.
+    pub(crate) fn with_scan_files<R>(
+        &self,
+        from_index: usize,
+        f: impl FnOnce(&[ScanFile<'_>]) -> R,
+    ) -> Option<R> {
         let files = self.queue.files();
-        let mut out = ScanEnd::default();
-        let Some(start) = files.get(from_index) else {
-            out.end = files.first().map_or(0, |f| f.from());
-            return out;
-        };
-        out.end = start.from() + from_pos as u64;
-        for (i, f) in files.iter().enumerate().skip(from_index) {
-            let mut pos = if i == from_index { from_pos } else { 0 };
-            let Some(view) = f.recovery_view(0) else {
-                break;
-            };
-            loop {
-                out.end = f.from() + pos as u64;
-                let rest = view.get(pos..).unwrap_or(&[]);
-                if rest.is_empty() {
-                    // Exactly full without a blank: only legal at the very end of the last file.
-                    if i + 1 < files.len() {
-                        out.damage = Some((out.end, "file ends without a blank record".into()));
-                    }
-                    return out;
-                }
-                let opts = DecodeOptions {
-                    check_crc,
-                    max_total_size: max_record,
-                    expected_physical_offset: Some(out.end as i64),
-                    ..DecodeOptions::default()
-                };
-                match decode_record(rest, &opts) {
-                    Ok(Decoded::Message(rec)) if check_crc && !record_intact(&rec) => {
-                        out.damage = Some((
-                            out.end,
-                            "whole-record CRC (__CRC32#) mismatch or torn properties".into(),
-                        ));
-                        return out;
-                    }
-                    Ok(Decoded::Message(rec)) => {
-                        on_record(&rec, out.end);
-                        out.last_store_timestamp = rec.store_timestamp;
-                        out.records += 1;
-                        pos += rec.total_size as usize;
-                    }
-                    Ok(Decoded::Blank { total_size }) => {
-                        if total_size as usize != rest.len() {
-                            out.damage = Some((
-                                out.end,
-                                format!(
-                                    "blank record of {total_size} bytes with {} left in the file",
-                                    rest.len()
-                                ),
-                            ));
-                            return out;
-                        }
-                        if i + 1 >= files.len() {
-                            // The last file is full: the end is the next file's start.
-                            out.end = f.from() + f.size() as u64;
-                            return out;
-                        }
-                        break;
-                    }
-                    Err(e) => {
-                        let clean = rest.iter().take(8).all(|&b| b == 0);
-                        if !clean {
-                            out.damage = Some((out.end, e.to_string()));
-                        }
-                        return out;
-                    }
-                }
-            }
-        }
-        out
+        let tail = files.get(from_index..).filter(|t| !t.is_empty())?;
+        let views: Vec<_> = tail.iter().map(|f| f.recovery_view(0)).collect();
+        let scan: Vec<ScanFile<'_>> = tail
+            .iter()
+            .zip(&views)
+            .map(|(f, v)| ScanFile {
+                from: f.from(),
+                size: f.size(),
+                bytes: v.as_deref(),
+            })
+            .collect();
+        Some(f(&scan))
     }
 
     /// Abnormal recovery's start file (spec §7.5, HEAD rule): walking back from the last file,
@@ -1053,6 +1012,110 @@ fn one_queue_batch_len(msgs: &[Prepared<'_>], file_size: u64) -> usize {
     } else {
         0
     }
+}
+
+/// One commit log file as a recovery scan reads it: its first offset and its bytes (`None` if
+/// its recovery view could not be taken: the scan stops there).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScanFile<'v> {
+    pub(crate) from: u64,
+    pub(crate) size: usize,
+    pub(crate) bytes: Option<&'v [u8]>,
+}
+
+/// The recovery scan (spec §7.5) over `files` (consecutive commit log files) from position
+/// `start.1` (a record boundary) of `files[start.0]`: checks each record (CRC and whole-record
+/// CRC if `check_crc`) up to the first that does not validate, a file that ends without a blank
+/// record, or the end of the last file. `on_record` sees every valid record with its absolute
+/// offset.
+///
+/// With `stop` below the end, the scan also stops at the first record boundary at or past
+/// `stop` that still has bytes in its file (a boundary the scan from `start` would go on from):
+/// the second value is then that boundary as (file index, position), and the `ScanEnd` holds
+/// what was seen before it. A scan cut at `stop` and continued from that boundary sees exactly
+/// the records, and ends exactly where, one scan without `stop` does: the scan's only state is
+/// its position.
+pub(crate) fn scan_files_from(
+    files: &[ScanFile<'_>],
+    start: (usize, usize),
+    stop: u64,
+    check_crc: bool,
+    max_record: u32,
+    mut on_record: impl FnMut(&RecordView<'_>, u64),
+) -> (ScanEnd, Option<(usize, usize)>) {
+    let mut out = ScanEnd::default();
+    let Some(first) = files.get(start.0) else {
+        out.end = files.first().map_or(0, |f| f.from);
+        return (out, None);
+    };
+    out.end = first.from + start.1 as u64;
+    for (i, f) in files.iter().enumerate().skip(start.0) {
+        let mut pos = if i == start.0 { start.1 } else { 0 };
+        let Some(view) = f.bytes else {
+            break;
+        };
+        loop {
+            out.end = f.from + pos as u64;
+            let rest = view.get(pos..).unwrap_or(&[]);
+            if rest.is_empty() {
+                // Exactly full without a blank: only legal at the very end of the last file.
+                if i + 1 < files.len() {
+                    out.damage = Some((out.end, "file ends without a blank record".into()));
+                }
+                return (out, None);
+            }
+            if out.end >= stop {
+                return (out, Some((i, pos)));
+            }
+            let opts = DecodeOptions {
+                check_crc,
+                max_total_size: max_record,
+                expected_physical_offset: Some(out.end as i64),
+                ..DecodeOptions::default()
+            };
+            match decode_record(rest, &opts) {
+                Ok(Decoded::Message(rec)) if check_crc && !record_intact(&rec) => {
+                    out.damage = Some((
+                        out.end,
+                        "whole-record CRC (__CRC32#) mismatch or torn properties".into(),
+                    ));
+                    return (out, None);
+                }
+                Ok(Decoded::Message(rec)) => {
+                    on_record(&rec, out.end);
+                    out.last_store_timestamp = rec.store_timestamp;
+                    out.records += 1;
+                    pos += rec.total_size as usize;
+                }
+                Ok(Decoded::Blank { total_size }) => {
+                    if total_size as usize != rest.len() {
+                        out.damage = Some((
+                            out.end,
+                            format!(
+                                "blank record of {total_size} bytes with {} left in the file",
+                                rest.len()
+                            ),
+                        ));
+                        return (out, None);
+                    }
+                    if i + 1 >= files.len() {
+                        // The last file is full: the end is the next file's start.
+                        out.end = f.from + f.size as u64;
+                        return (out, None);
+                    }
+                    break;
+                }
+                Err(e) => {
+                    let clean = rest.iter().take(8).all(|&b| b == 0);
+                    if !clean {
+                        out.damage = Some((out.end, e.to_string()));
+                    }
+                    return (out, None);
+                }
+            }
+        }
+    }
+    (out, None)
 }
 
 /// Checks beyond the body CRC that `decode_record` does: the whole-record `__CRC32#` property

@@ -6,7 +6,8 @@
 //! 2. **Walk the commit log** ([`Recovery::walk`]): from the checkpoint's recovery window after a
 //!    crash (issue 17), else from the chosen start file (the last three files after a clean
 //!    shutdown; the checkpoint's file after a crash), checking each record (CRC if configured)
-//!    up to the first that does not validate.
+//!    up to the first that does not validate. The walk runs on two threads ([`split_scan`]) with
+//!    the result of one sequential walk.
 //! 3. **Accept the end** ([`accept`], [`quarantine`]): damage or a short end below the
 //!    checkpoint's durable offset is refused (or quarantined) as `recovery_mode` says.
 //! 4. **Cut the commit log** at the accepted end (later files removed, the rest zero-filled).
@@ -28,6 +29,7 @@ pub(crate) mod cq_check;
 pub(crate) mod index_check;
 pub(crate) mod quarantine;
 pub(crate) mod queues;
+pub(crate) mod split_scan;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -228,42 +230,31 @@ impl Recovery<'_> {
         // flushing and rewriting the checkpoint), so only a writable open holds the scan to the
         // checkpoint's durable offset.
         let durable = accept::durable_offset(cp).filter(|_| !self.read_only);
-        let mut tails = QueueTails::default();
-        let mut cq_window = cq_check::Window::default();
         let mut walked = 0;
         let mut from_window = false;
         let mut scan = None;
         let mut start = 0;
         if let Some((i, pos)) = window_start {
             let begin = log.queue().files().get(i).map_or(0, |f| f.from()) + pos as u64;
-            let s = log.scan_for_end_at(i, pos, cfg.check_crc_on_recover, max_record, |rec, _| {
-                tails.note(rec);
-                cq_window.note(rec);
-            });
+            let (s, notes) = self.scan(i, pos, max_record);
             walked += s.end.saturating_sub(begin);
             // Damage right at a start below the durable offset (a record must be there) falls
             // back to the full rule; at or past the durable offset it is just a torn tail.
             if s.records > 0 || s.damage.is_none() || durable.is_none_or(|d| begin >= d) {
                 start = i;
                 from_window = true;
-                scan = Some((s, begin));
-            } else {
-                tails = QueueTails::default();
-                cq_window = cq_check::Window::default();
+                scan = Some((s, begin, notes));
             }
         }
-        let (scan, from) = match scan {
+        let (scan, from, notes) = match scan {
             Some(s) => s,
             None => {
                 start = full_start(self.abnormal);
                 let begin = log.queue().files().get(start).map_or(0, |f| f.from());
-                let s = log.scan_for_end(start, cfg.check_crc_on_recover, max_record, |rec, _| {
-                    tails.note(rec);
-                    cq_window.note(rec);
-                });
+                let (s, notes) = self.scan(start, 0, max_record);
                 walked += s.end.saturating_sub(begin);
                 let begin = begin.min(s.end);
-                (s, begin)
+                (s, begin, notes)
             }
         };
         Walk {
@@ -274,9 +265,25 @@ impl Recovery<'_> {
             walked,
             durable,
             power_loss,
-            tails,
-            cq_window,
+            tails: notes.tails,
+            cq_window: notes.cq_window,
         }
+    }
+
+    /// The walk's scan from position `pos` of file `index` ([`split_scan`]: on two threads
+    /// when the machine has two cores, with the result of one sequential scan).
+    fn scan(&self, index: usize, pos: usize, max_record: u32) -> (ScanEnd, split_scan::Notes) {
+        let file_size = usize::try_from(self.cfg.mapped_file_size_commit_log).unwrap_or(usize::MAX);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+        split_scan::scan(
+            self.log,
+            index,
+            pos,
+            self.cfg.check_crc_on_recover,
+            max_record,
+            split_scan::chunk_size(file_size),
+            threads,
+        )
     }
 
     /// Step 5: consume queues and index cut to the accepted end. With no commit log file left

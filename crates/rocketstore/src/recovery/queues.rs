@@ -25,6 +25,7 @@ pub(crate) fn max_queue_id(cfg: &StoreConfig) -> i32 {
 /// end is at or below it lost units (a deleted or truncated consume queue file) that lie in the
 /// scanned range, and is refilled by [`backfill_queues`].
 #[derive(Debug, Default)]
+#[cfg_attr(test, derive(PartialEq))]
 pub(crate) struct QueueTails {
     seen: HashMap<String, Vec<i64>>,
 }
@@ -55,6 +56,20 @@ impl QueueTails {
         }
         if let Some(s) = slots.get_mut(qid) {
             *s = (*s).max(rec.queue_offset);
+        }
+    }
+
+    /// Adds the notes of another part of the same scan (the maximum per queue, as if one
+    /// scan had seen both parts' records).
+    pub(crate) fn merge(&mut self, other: QueueTails) {
+        for (topic, theirs) in other.seen {
+            let slots = self.seen.entry(topic).or_default();
+            if slots.len() < theirs.len() {
+                slots.resize(theirs.len(), -1);
+            }
+            for (s, t) in slots.iter_mut().zip(theirs) {
+                *s = (*s).max(t);
+            }
         }
     }
 
