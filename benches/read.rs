@@ -17,6 +17,11 @@
 //! * `index/memory_floor` (a CPU line only): the floor under a key lookup, the same chain of
 //!   dependent reads (hash slot, index entries, the record's TOTALSIZE and its last bytes) over
 //!   the same index and commit log files mapped read-only, with none of the store's code.
+//!   `index/memory_floor_serial`: the same, each lookup's key depending on the previous
+//!   lookup's result, so no two lookups' misses overlap (a store lookup's latency floor).
+//! * `[rocketstore] smaps ...` lines: how the store's mappings (and the floor's) are mapped,
+//!   from `/proc/self/smaps`: resident kB and how much of it is mapped with 2 MiB page table
+//!   entries (`FilePmdMapped`), which decides the TLB cost of random reads.
 //!
 //! Criterion measures wall time. After each group, a `[rocketstore] cpu ...` line reports the
 //! same loop run for two seconds with the process CPU time (every thread, from
@@ -35,11 +40,15 @@ const N: usize = 262_144;
 const QUEUES: usize = 4;
 const TOPIC: &str = "ReadTopic";
 
-fn setup(dir: &std::path::Path) -> Store {
+fn read_config() -> rocketstore::StoreConfig {
     let mut cfg = bench_config(128 * 1024 * 1024);
     cfg.max_transfer_count_on_message_in_memory = 1024;
     cfg.max_transfer_bytes_on_message_in_memory = 4 << 20;
-    let store = Store::open(dir, cfg).unwrap();
+    cfg
+}
+
+fn setup(dir: &std::path::Path) -> Store {
+    let store = Store::open(dir, read_config()).unwrap();
     let body = body(1024);
     let keys: Vec<String> = (0..N).map(|i| format!("key-{i}")).collect();
     let key_refs: Vec<[&str; 1]> = keys.iter().map(|k| [k.as_str()]).collect();
@@ -295,8 +304,56 @@ fn read(c: &mut Criterion) {
             .unwrap();
         black_box(r.first().and_then(|h| h.view()).map(|v| v.body.len()));
     });
+    smaps_summary("writer", dir.path());
     memory_floor(dir.path(), &keys);
     store.close().unwrap();
+}
+
+/// Prints `/proc/self/smaps` summed over the mappings of the store's files, by directory and
+/// permissions: maps, size, resident and `FilePmdMapped` kB (resident through 2 MiB entries).
+fn smaps_summary(label: &str, dir: &std::path::Path) {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let root = dir.to_string_lossy().to_string();
+    let mut sums: std::collections::BTreeMap<String, [u64; 4]> = Default::default();
+    let mut cur: Option<String> = None;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            cur = f.get(5).filter(|p| p.starts_with(&root)).map(|p| {
+                let sub = p[root.len()..]
+                    .trim_start_matches('/')
+                    .split('/')
+                    .next()
+                    .unwrap_or("");
+                format!("{sub} {}", f[1])
+            });
+            if let Some(c) = &cur {
+                sums.entry(c.clone()).or_default()[0] += 1;
+            }
+            continue;
+        }
+        let Some(c) = &cur else { continue };
+        let kb = |l: &str| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let e = sums.entry(c.clone()).or_default();
+        if line.starts_with("Size:") {
+            e[1] += kb(line)
+        }
+        if line.starts_with("Rss:") {
+            e[2] += kb(line)
+        }
+        if line.starts_with("FilePmdMapped:") {
+            e[3] += kb(line)
+        }
+    }
+    for (k, [n, size, rss, pmd]) in sums {
+        println!("[rocketstore] smaps {label}: {k}: {n} maps, {size} kB, rss {rss} kB, FilePmdMapped {pmd} kB");
+    }
 }
 
 /// The same-run floor under `index/query_message_records`: the dependent reads of one lookup
@@ -327,7 +384,9 @@ fn memory_floor(dir: &std::path::Path, keys: &[String]) {
         .map(|p| MappedWords::open(p).unwrap())
         .collect();
     let file_size = log[0].len() as u64;
-    let slots = u32::from_be(index.load_u32(32).unwrap());
+    // The file's slot count is the store's configuration (the header's hashSlotCount counts
+    // the slots in use, RocketMQ's meaning, not the table's size).
+    let slots = u32::try_from(read_config().max_hash_slot_num).unwrap();
     let be = |w: Option<u32>| u32::from_be(w.unwrap_or(0));
     // Big-endian 32-bit value at any byte offset (two aligned words of the same line or two).
     let be_at = |m: &MappedWords, pos: usize| -> u32 {
@@ -368,14 +427,22 @@ fn memory_floor(dir: &std::path::Path, keys: &[String]) {
         be_at(file, pos + size as usize - 4) // read 4: its properties' end
     };
     // Fault the pages in first (the store's own lookups ran on pages its writer had mapped).
-    for k in keys {
-        black_box(lookup(k));
-    }
+    // Every key must reach its record, or the floor would time a shorter chain.
+    let found = keys.iter().filter(|k| lookup(k) != 0).count();
+    assert_eq!(found, keys.len(), "the floor's walk misses keys");
     let mut i = 0usize;
     cpu_figure("index/memory_floor", 1, || {
         let k = &keys[i % N];
         i += 1;
         black_box(lookup(k));
+    });
+    smaps_summary("floor", dir);
+    let zero = black_box(0u32);
+    let mut prev = 0u32;
+    cpu_figure("index/memory_floor_serial", 1, || {
+        let k = &keys[(i + (prev & zero) as usize) % N];
+        i += 1;
+        prev = lookup(k);
     });
 }
 
