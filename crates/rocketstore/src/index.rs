@@ -432,11 +432,20 @@ impl IndexFile {
     /// RocketMQ `selectPhyOffset` (§6.6) with a bounded walk: adds to `out` (up to `max_num`
     /// offsets in total) the entries of the key's chain whose hash equals `key_hash` and whose
     /// time `begin + timeDiff * 1000` is in `[begin, end]`.
-    fn select(&self, out: &mut Vec<i64>, key_hash: i32, max_num: usize, begin: i64, end: i64) {
+    /// `on_hit` is called with each offset as it is added.
+    fn select(
+        &self,
+        out: &mut Vec<i64>,
+        key_hash: i32,
+        max_num: usize,
+        (begin, end): (i64, i64),
+        on_hit: &mut impl FnMut(i64),
+    ) {
         if out.len() >= max_num {
             return;
         }
         self.walk(key_hash, begin, end, |phy| {
+            on_hit(phy);
             out.push(phy);
             out.len() < max_num
         });
@@ -897,6 +906,21 @@ impl IndexService {
         begin: i64,
         end: i64,
     ) -> QueryOffsetResult {
+        self.query_with(topic, key, max_num, begin, end, |_| {})
+    }
+
+    /// [`IndexService::query`], calling `on_hit` with each offset as soon as the walk finds
+    /// it, while the walk goes on (a reader starts loading the record there, so that its
+    /// cache miss overlaps the rest of the chain's).
+    pub(crate) fn query_with(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+        mut on_hit: impl FnMut(i64),
+    ) -> QueryOffsetResult {
         let mut result = QueryOffsetResult {
             phy_offsets: Vec::with_capacity(max_num.min(64)),
             ..QueryOffsetResult::default()
@@ -911,7 +935,13 @@ impl IndexService {
                 result.index_last_update_phy_offset = f.end_phy_offset();
             }
             if f.is_time_matched(begin, end) {
-                f.select(&mut result.phy_offsets, hash, max_num, begin, end);
+                f.select(
+                    &mut result.phy_offsets,
+                    hash,
+                    max_num,
+                    (begin, end),
+                    &mut on_hit,
+                );
             }
             if f.begin_timestamp() < begin || result.phy_offsets.len() >= max_num {
                 break;

@@ -379,7 +379,13 @@ pub(crate) fn query_message_with<T>(
     let mut end = end;
     let mut files = LogFiles::default();
     for _ in 0..3 {
-        let r = index.query(topic, key, max_num, begin, end);
+        // Each candidate record's first bytes start loading as soon as the walk finds its
+        // entry: the miss overlaps the rest of the chain's (and the other candidates').
+        let r = index.query_with(topic, key, max_num, begin, end, |phy| {
+            if let Ok(phy) = u64::try_from(phy) {
+                files.prefetch_head(log, phy);
+            }
+        });
         last_update = (
             r.index_last_update_timestamp,
             r.index_last_update_phy_offset,
@@ -390,15 +396,6 @@ pub(crate) fn query_message_with<T>(
         }
         offsets.sort_unstable();
         offsets.dedup();
-        if offsets.len() > 1 {
-            // Several candidates: start loading every record's header at once, so their
-            // misses overlap.
-            for &phy in &offsets {
-                if let Ok(phy) = u64::try_from(phy) {
-                    files.prefetch(log, phy, 1);
-                }
-            }
-        }
         let mut first_ts = None;
         for phy in offsets {
             let Ok(phy) = u64::try_from(phy) else {

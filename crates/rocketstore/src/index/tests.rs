@@ -260,6 +260,36 @@ fn hash_collisions() {
     assert_eq!(hdr.hash_slot_count, 2);
 }
 
+/// `query_with` reports each offset as the walk finds it: exactly the offsets `query` returns,
+/// in the same order (newest first), none past `max_num`, none of another key's hash.
+#[test]
+fn query_with_reports_each_hit_as_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let slots = 1000;
+    let s = service(dir.path(), slots, 4000);
+    let h = |k: &str| index_key_hash(&index_key("TopicTest", k));
+    let base = "k0";
+    let other = (1..100_000)
+        .map(|i| format!("k{i}"))
+        .find(|k| h(k) != h(base) && index_slot(h(k), slots) == index_slot(h(base), slots))
+        .unwrap();
+    for (phy, key) in [(10, base), (20, other.as_str()), (30, base), (40, base)] {
+        s.build_index(&req(phy, T0, None, Some(key))).unwrap();
+    }
+    for max_num in [1, 2, 3, 32] {
+        let mut seen = Vec::new();
+        let r = s.query_with("TopicTest", base, max_num, 0, i64::MAX, |phy| {
+            seen.push(phy)
+        });
+        assert_eq!(r, s.query("TopicTest", base, max_num, 0, i64::MAX));
+        assert_eq!(seen, r.phy_offsets, "max_num {max_num}");
+        assert_eq!(&[40, 30, 10][..max_num.min(3)], seen.as_slice());
+    }
+    let mut seen = Vec::new();
+    let r = s.query_with("TopicTest", "absent", 32, 0, i64::MAX, |phy| seen.push(phy));
+    assert!(seen.is_empty() && r.phy_offsets.is_empty());
+}
+
 #[test]
 fn roll_when_full_and_newest_first() {
     let dir = tempfile::tempdir().unwrap();
