@@ -289,6 +289,19 @@ def test_query_message_filters_collisions(store: MessageStore) -> None:
     assert [m.body for m in store.query_message("T", uniq)] == [b"aa"]
 
 
+def test_query_message_topic_is_the_callers_str(store: MessageStore) -> None:
+    """Every message found is of the queried topic, so it carries the very ``str`` passed in
+    (equal to its stored topic); a non-``str`` topic is a TypeError."""
+    for topic in ("T", "Other_Topic-2"):
+        store.put(topic, b"x", keys=["k"])
+        name = "".join([topic])  # a fresh object, not the interned literal
+        [m] = store.query_message(name, "k")
+        assert m.topic is name
+        assert m.topic == topic and m.body == b"x"
+    with pytest.raises(TypeError):
+        store.query_message(b"T", "k")  # type: ignore[arg-type]
+
+
 def test_query_message_max_num_and_time_window(store: MessageStore) -> None:
     """``max_num`` caps the result; ``begin``/``end`` select by store time at the index's
     one-second resolution (an entry stores its time as whole seconds after its file's begin

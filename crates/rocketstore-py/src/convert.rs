@@ -678,19 +678,24 @@ pub(crate) struct Message {
 /// Builds the [`Message`]s of one read: consecutive messages of one topic share its `str`.
 #[derive(Debug, Default)]
 pub(crate) struct MessageBuilder {
-    topic: Option<(String, Py<PyString>)>,
+    topic: Option<Py<PyString>>,
 }
 
 impl MessageBuilder {
+    /// A builder whose messages of `topic` share that `str` object (the caller's argument).
+    pub(crate) fn with_topic(topic: Py<PyString>) -> Self {
+        Self { topic: Some(topic) }
+    }
+
     fn topic(&mut self, py: Python<'_>, topic: &str) -> Py<PyString> {
-        match &self.topic {
-            Some((name, t)) if name == topic => t.clone_ref(py),
-            _ => {
-                let t = PyString::new(py, topic).unbind();
-                self.topic = Some((topic.to_owned(), t.clone_ref(py)));
-                t
+        if let Some(t) = &self.topic {
+            if t.bind(py).to_str().is_ok_and(|name| name == topic) {
+                return t.clone_ref(py);
             }
         }
+        let t = PyString::new(py, topic).unbind();
+        self.topic = Some(t.clone_ref(py));
+        t
     }
 
     fn message(

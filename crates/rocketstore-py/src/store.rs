@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 
 use crate::arrow;
@@ -667,18 +667,20 @@ impl MessageStore {
     fn query_message(
         &self,
         py: Python<'_>,
-        topic: &str,
+        topic: &Bound<'_, PyString>,
         key: &str,
         max_num: usize,
         begin: i64,
         end: Option<i64>,
     ) -> PyResult<Vec<Message>> {
         let end = end.unwrap_or(i64::MAX);
+        let name = topic.to_str()?;
         let r = self.enter(py, |s| {
-            s.query_message_records(topic, key, max_num, begin, end)
+            s.query_message_records(name, key, max_num, begin, end)
         })?;
         let views: Vec<_> = r.iter().filter_map(|h| h.view()).collect();
-        Ok(MessageBuilder::default().of_views(py, &views))
+        // Every match is of `topic`: the messages share the caller's `str`.
+        Ok(MessageBuilder::with_topic(topic.clone().unbind()).of_views(py, &views))
     }
 
     /// The message with an offset message id (``PutResult.msg_id`` / ``Message.msg_id``: the
