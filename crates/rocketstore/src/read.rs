@@ -340,6 +340,10 @@ pub(crate) fn query_message(
     }
 }
 
+/// Bytes at the end of a key lookup's candidate record loaded ahead of its decode: its topic
+/// and properties, for typical ones (three cache lines).
+const TAIL_PREFETCH: usize = 192;
+
 /// True if the record's KEYS (split on spaces) or UNIQ_KEY equal `key`, read in place.
 fn has_key(v: &RecordView<'_>, key: &str) -> bool {
     let raw = v.properties_raw;
@@ -404,6 +408,10 @@ pub(crate) fn query_message_with<T>(
             let Some((file, pos, bytes)) = files.record(log, phy) else {
                 continue;
             };
+            // The topic and properties (the key check) are at the record's end, a body away
+            // from the header the decode reads first: start loading them now.
+            let tail = bytes.len().saturating_sub(TAIL_PREFETCH);
+            crate::mmap::prefetch(bytes.get(tail..).unwrap_or_default());
             let Some(v) = view_at(bytes, phy) else {
                 continue;
             };
