@@ -440,9 +440,6 @@ impl CommitLog {
         // Small records are fed only when they are large enough that decoding them back costs
         // more than copying their facts (see `FEED_MIN_RECORD_BYTES`).
         let record_bytes: usize = msgs.iter().map(|m| m.len).sum();
-        if let (Some(alloc), true) = (&self.allocator, self.background) {
-            alloc.will_write(record_bytes as u64, self.file_size);
-        }
         let mut fed = if record_bytes >= FEED_MIN_RECORD_BYTES * msgs.len() {
             self.feed.start(store_ts, msgs.len(), props)
         } else {
@@ -572,9 +569,6 @@ impl CommitLog {
         if let Some(w) = current.as_mut().filter(|_| started) {
             w.file().set_last_store_timestamp(store_ts);
             w.publish(pos);
-            if let (Some(alloc), true) = (&self.allocator, self.background) {
-                alloc.wrote_to(w.file().from() + pos as u64, self.file_size);
-            }
         }
         st.current = current;
         if let Some(b) = fed {

@@ -362,9 +362,8 @@ store_config! {
         /// Touch every page of a new commit log file, then `mlock` it (RocketMQ
         /// `warmMapedFileEnable`).
         warm_mapped_file_enable = false, Some("warmMapedFileEnable");
-        /// Pre-fault the commit log's pages for writing (`MADV_POPULATE_WRITE`) in the allocate
-        /// service, half a file (4-256 MiB) ahead of the write position, so the writer takes no
-        /// page faults (ours).
+        /// Pre-fault every page of a new commit log file for writing (`MADV_POPULATE_WRITE`) in
+        /// the allocate service, so the writer takes no page faults (ours).
         populate_mapped_file = true, None;
         /// Async flush sleeps its interval (true) or waits and can be woken by puts (false)
         /// (RocketMQ `flushCommitLogTimed`).

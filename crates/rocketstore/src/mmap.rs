@@ -169,22 +169,31 @@ impl MmapRegion {
         self.raw.flush_range(offset, len)
     }
 
-    /// Pre-faults the pages of `[at, at + len)` (clamped to the mapping) for writing
-    /// (`MADV_POPULATE_WRITE`), so the writer takes no page fault there. Where the kernel lacks
-    /// that advice it falls back to `MADV_WILLNEED` (read-ahead): the mapping may be shared
-    /// with a writer, so it never touches a byte.
-    pub(crate) fn populate_write_range(&self, at: usize, len: usize) -> io::Result<()> {
-        let len = len.min(self.len.saturating_sub(at));
-        if len == 0 {
-            return Ok(());
-        }
-        match self.raw.advise_range(Advice::PopulateWrite, at, len) {
-            Ok(()) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(22) => {
-                self.raw.advise_range(Advice::WillNeed, at, len)
+    /// Pre-faults every page for writing (`MADV_POPULATE_WRITE`), so the writer never takes a
+    /// page fault on this mapping. Where the kernel lacks that advice it falls back to
+    /// `MADV_WILLNEED` (read-ahead): the mapping may be shared with a writer, so it never
+    /// touches a byte.
+    ///
+    /// Works in 32 MiB steps and stops early when `stop()` returns true (a closing store does
+    /// not wait for a whole file to be pre-faulted).
+    pub(crate) fn populate_write(&self, stop: &dyn Fn() -> bool) -> io::Result<()> {
+        const STEP: usize = 32 << 20;
+        let mut at = 0;
+        while at < self.len {
+            if stop() {
+                return Ok(());
             }
-            Err(e) => Err(e),
+            let len = STEP.min(self.len - at);
+            match self.raw.advise_range(Advice::PopulateWrite, at, len) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(22) => {
+                    self.raw.advise_range(Advice::WillNeed, at, len)?
+                }
+                Err(e) => return Err(e),
+            }
+            at += len;
         }
+        Ok(())
     }
 
     /// `madvise(MADV_WILLNEED)` over the whole mapping.

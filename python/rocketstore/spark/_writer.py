@@ -441,10 +441,9 @@ class RocketStoreWriter(DataSourceArrowWriter):
             _remove_tree(path)
         config: dict[str, Any] = dict(self.config)
         # A task writes its store once, front to back, and usually fills a fraction of its last
-        # commit log file: pre-faulting half a file ahead of the writer (256 MiB with the
-        # default 1 GiB files) in the allocate service costs more CPU than the pages the writer
-        # touches. Only the pages written are faulted in unless the job asks otherwise; the
-        # files are the same.
+        # commit log file: pre-faulting whole files (and the next one, never used) in the
+        # allocate service costs more CPU than the pages the writer touches. Only the pages
+        # written are faulted in unless the job asks otherwise; the files are the same.
         config.setdefault("populate_mapped_file", False)
         return MessageStore(path, **config)
 

@@ -6,24 +6,14 @@
 //! and *n+1* (de-duplicated by offset), wakes the service and waits up to
 //! `allocate_wait_timeout` for *n*. The service serves requests in RocketMQ's order (larger
 //! files first, then smaller offsets): it creates each file with `fallocate`, fsyncs it and its
-//! directory, and warms it if asked. If the wait times out while the request has not been
+//! directory, and pre-faults or warms it. If the wait times out while the request has not been
 //! started, the writer cancels it and creates the file itself; a request already being served is
 //! waited for. A failed creation (ENOSPC, EIO) is handed to the put that needs the file as a
 //! typed error; the store is not poisoned. Files created but never taken are deleted on close.
-//!
-//! Pre-faulting (`populate`): the service does not fault a whole new file in when it creates
-//! it. The writer reports how far it has written ([`Allocator::wrote_to`]) and the service
-//! keeps the pages of the next [`prefault_window`] bytes of the commit log pre-faulted
-//! (`MADV_POPULATE_WRITE`), [`PREFAULT_STEP`] at a time, into the next file when the writer
-//! nears the end of its own. So the writer finds its pages ready, file rolls included, while a
-//! store that stops writing has paid for at most one window beyond its last record, not for
-//! a whole next file (the kernel zeroes every fresh page-cache page it faults in: that is most
-//! of this service's CPU).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,21 +37,6 @@ struct AllocState {
     reqs: BTreeMap<Key, ReqState>,
     closed: bool,
     created: u64,
-    /// Files created with `populate`, in offset order, each with the bytes from its start
-    /// already pre-faulted (or claimed by the step in progress).
-    prefault: VecDeque<(Arc<MappedFile>, usize)>,
-}
-
-/// Bytes the allocate service pre-faults per `madvise` call: small enough that a request for a
-/// new file waits little behind it and that a store which stops writing wastes little.
-pub(crate) const PREFAULT_STEP: usize = 4 << 20;
-
-/// How far ahead of the write position the commit log's pages are kept pre-faulted: half a
-/// file, at least 4 MiB and at most 256 MiB. The kernel populates fresh pages at 0.7-5 GB/s
-/// on the reference VM while the writer fills them at up to ~3.5 GB/s (4 KiB records), so the
-/// service needs a lead of tens of milliseconds of writing to stay ahead of a long run.
-pub(crate) fn prefault_window(file_size: u64) -> u64 {
-    (file_size / 2).clamp(4 << 20, 256 << 20)
 }
 
 /// Shared between the writer (which takes files) and the allocate service (which makes them).
@@ -73,11 +48,6 @@ pub(crate) struct Allocator {
     done: Condvar,
     signal: Arc<Signal>,
     wait_timeout: Duration,
-    /// Commit log offset up to which the writer has written (the last [`Allocator::wrote_to`]).
-    wrote: AtomicU64,
-    /// Commit log offset up to which pages should be pre-faulted (`wrote` + the window, raised
-    /// a [`PREFAULT_STEP`] at a time).
-    want: AtomicU64,
 }
 
 /// What `take` produced.
@@ -103,8 +73,6 @@ impl Allocator {
             done: Condvar::new(),
             signal,
             wait_timeout,
-            wrote: AtomicU64::new(0),
-            want: AtomicU64::new(0),
         })
     }
 
@@ -195,95 +163,21 @@ impl Allocator {
                 }
                 Ok(f) => {
                     st.reqs.insert(key, ReqState::Done(Arc::clone(&f)));
-                    self.prefaults().then_some(f)
+                    (self.opts.populate && self.opts.warm.is_none()).then_some(f)
                 }
                 Err(e) => {
                     st.reqs.insert(key, ReqState::Failed(e));
                     None
                 }
             };
-            // Pre-faulted by `prefault_step` as the writer nears it.
-            if let Some(f) = populate {
-                st.prefault.push_back((f, 0));
-            }
             served += 1;
             self.done.notify_all();
-        }
-    }
-
-    /// Whether new files are pre-faulted ahead of the writer (`populate`, and not `warm`, which
-    /// touches every page itself).
-    fn prefaults(&self) -> bool {
-        self.opts.populate && self.opts.warm.is_none()
-    }
-
-    /// The writer has written the commit log up to `end` (files of `file_size` bytes): the
-    /// service is woken to pre-fault up to `end` + [`prefault_window`] once that target has
-    /// moved by a [`PREFAULT_STEP`] (an atomic load per call otherwise).
-    pub(crate) fn wrote_to(&self, end: u64, file_size: u64) {
-        if !self.prefaults() {
-            return;
-        }
-        self.wrote.fetch_max(end, Ordering::Release);
-        self.raise_want(end, file_size);
-    }
-
-    /// Raises the pre-fault target to `end` + the window and wakes the service, once the
-    /// target has moved by a step.
-    fn raise_want(&self, end: u64, file_size: u64) {
-        if !self.prefaults() {
-            return;
-        }
-        let want = end.saturating_add(prefault_window(file_size));
-        let asked = self.want.load(Ordering::Acquire);
-        if want >= asked.saturating_add(PREFAULT_STEP as u64) {
-            self.want.fetch_max(want, Ordering::AcqRel);
-            self.signal.wakeup();
-        }
-    }
-
-    /// The writer is about to append about `bytes` more (one `put_batch`): the target moves
-    /// past them at once, so the service starts on the batch's pages while it is being
-    /// written rather than after.
-    pub(crate) fn will_write(&self, bytes: u64, file_size: u64) {
-        let end = self.wrote.load(Ordering::Acquire).saturating_add(bytes);
-        self.raise_want(end, file_size);
-    }
-
-    /// Pre-faults the next [`PREFAULT_STEP`] below the writer's target (see
-    /// [`Allocator::wrote_to`]), skipping what the writer has already written. Returns false
-    /// when there is nothing to do (or the store is closing).
-    pub(crate) fn prefault_step(&self) -> bool {
-        let want = self.want.load(Ordering::Acquire);
-        let wrote = self.wrote.load(Ordering::Acquire);
-        let (file, at, len) = {
-            let mut st = lock(&self.state);
-            if st.closed {
-                return false;
+            drop(st);
+            // Hand the file out first, then pre-fault it while the writer may already use it.
+            if let Some(f) = populate {
+                f.populate(&|| lock(&self.state).closed);
             }
-            loop {
-                let Some((f, done)) = st.prefault.front_mut() else {
-                    return false;
-                };
-                let (from, size) = (f.from(), f.size());
-                // Pages the writer has passed were faulted in by its writes.
-                let written = usize::try_from(wrote.saturating_sub(from)).unwrap_or(usize::MAX);
-                *done = (*done).max(written.min(size));
-                if *done >= size {
-                    st.prefault.pop_front();
-                    continue;
-                }
-                if from + *done as u64 >= want {
-                    return false;
-                }
-                let at = *done;
-                let len = PREFAULT_STEP.min(size - at);
-                *done += len;
-                break (Arc::clone(f), at, len);
-            }
-        };
-        file.populate_range(at, len);
-        true
+        }
     }
 
     /// Files created by the service so far.
@@ -302,7 +196,6 @@ impl Allocator {
         let mut st = lock(&self.state);
         st.closed = true;
         let reqs = std::mem::take(&mut st.reqs);
-        st.prefault.clear();
         self.done.notify_all();
         drop(st);
         let mut first_err = None;
@@ -319,114 +212,5 @@ impl Allocator {
             }
         }
         first_err.map_or(Ok(()), Err)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    const FILE: u64 = 32 << 20;
-
-    fn allocator(dir: &Path, populate: bool) -> Arc<Allocator> {
-        let opts = CreateOptions {
-            sync: false,
-            populate,
-            warm: None,
-            prealloc: None,
-        };
-        Allocator::new(dir, opts, Signal::new(), Duration::from_secs(5))
-    }
-
-    /// Bytes claimed for pre-faulting so far, per file in the window.
-    fn claimed(a: &Allocator) -> Vec<(u64, usize)> {
-        lock(&a.state)
-            .prefault
-            .iter()
-            .map(|(f, done)| (f.from(), *done))
-            .collect()
-    }
-
-    /// Runs pre-fault steps until there is nothing to do; returns how many ran.
-    fn drain(a: &Allocator) -> usize {
-        let mut n = 0;
-        while a.prefault_step() {
-            n += 1;
-        }
-        n
-    }
-
-    #[test]
-    fn prefaults_a_window_ahead_of_the_writer_and_no_further() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = allocator(dir.path(), true);
-        assert_eq!(prefault_window(FILE), 16 << 20);
-        // The writer asks for file 0; the service makes it and file 1, faulting in nothing yet.
-        std::thread::scope(|s| {
-            let t = s.spawn(|| a.take(0, FILE).unwrap());
-            let mut made = 0;
-            while made < 2 {
-                made += a.serve_pending();
-                std::thread::yield_now();
-            }
-            assert!(matches!(t.join().unwrap(), Taken::File(_)));
-        });
-        assert_eq!(claimed(&a), vec![(0, 0), (FILE, 0)]);
-        assert_eq!(drain(&a), 0);
-
-        // 1 MiB written: the pages after it up to the window (17 MiB), 4 MiB at a time.
-        a.wrote_to(1 << 20, FILE);
-        assert_eq!(drain(&a), 4);
-        assert_eq!(claimed(&a), vec![(0, 17 << 20), (FILE, 0)]);
-        // Less than a step further: nothing new is asked for.
-        a.wrote_to(2 << 20, FILE);
-        assert_eq!(drain(&a), 0);
-        // A batch about to be written moves the target past it at once.
-        a.will_write(6 << 20, FILE);
-        assert_eq!(drain(&a), 2);
-        assert_eq!(claimed(&a), vec![(0, 25 << 20), (FILE, 0)]);
-
-        // Near the end of file 0 the window reaches into file 1 (up to 46 MiB); what the
-        // writer has passed is skipped, not faulted in again, and a finished file leaves.
-        a.wrote_to(FILE - (2 << 20), FILE);
-        assert_eq!(drain(&a), 1 + 4);
-        assert_eq!(claimed(&a), vec![(FILE, 16 << 20)]);
-        a.wrote_to(FILE + (20 << 20), FILE);
-        assert_eq!(drain(&a), 3);
-        assert_eq!(claimed(&a), vec![]);
-        a.close().unwrap();
-    }
-
-    #[test]
-    fn nothing_is_prefaulted_without_populate_or_after_close() {
-        let dir = tempfile::tempdir().unwrap();
-        let off = allocator(dir.path(), false);
-        std::thread::scope(|s| {
-            let t = s.spawn(|| off.take(0, FILE).unwrap());
-            while off.serve_pending() == 0 {
-                std::thread::yield_now();
-            }
-            t.join().unwrap();
-        });
-        off.wrote_to(1 << 20, FILE);
-        assert_eq!(claimed(&off), vec![]);
-        assert!(!off.prefault_step());
-        off.close().unwrap();
-
-        let dir = tempfile::tempdir().unwrap();
-        let on = allocator(dir.path(), true);
-        std::thread::scope(|s| {
-            let t = s.spawn(|| on.take(0, FILE).unwrap());
-            while on.serve_pending() == 0 {
-                std::thread::yield_now();
-            }
-            t.join().unwrap();
-        });
-        on.wrote_to(1 << 20, FILE);
-        on.begin_close();
-        assert!(!on.prefault_step());
-        on.close().unwrap();
-        assert_eq!(claimed(&on), vec![]);
     }
 }

@@ -521,12 +521,11 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Pre-faults the pages of `[at, at + len)` for writing (`MADV_POPULATE_WRITE`). Runs in
-    /// the allocate service, a step at a time ahead of the writer: faulting pages in never
-    /// changes their bytes, so it may run while the writer appends. Best effort: a failure only
-    /// costs page faults later.
-    pub(crate) fn populate_range(&self, at: usize, len: usize) {
-        let _ = self.map.mapping().populate_write_range(at, len);
+    /// Pre-faults every page for writing (`MADV_POPULATE_WRITE`). Runs in the allocate service
+    /// after the file was handed out: faulting pages in never changes their bytes, so it may run
+    /// while the writer appends. Best effort: a failure only costs page faults later.
+    pub(crate) fn populate(&self, stop: &dyn Fn() -> bool) {
+        let _ = self.map.mapping().populate_write(stop);
     }
 
     /// Undoes `warm`'s `mlock` (when the file is full).

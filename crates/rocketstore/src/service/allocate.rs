@@ -29,15 +29,9 @@ impl Service for AllocateService {
         Duration::from_secs(1)
     }
 
-    /// Creates the files asked for, then pre-faults ahead of the writer a step at a time,
-    /// serving any new request between two steps.
     fn run_once(&mut self, _why: Wake) -> Result<()> {
-        loop {
-            self.allocator.serve_pending();
-            if !self.allocator.prefault_step() {
-                return Ok(());
-            }
-        }
+        self.allocator.serve_pending();
+        Ok(())
     }
 
     fn on_shutdown(&mut self) -> Result<()> {
