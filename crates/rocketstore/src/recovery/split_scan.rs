@@ -171,28 +171,14 @@ fn run_chunks(
         if k >= starts.len() || k > last_needed.load(Ordering::Relaxed) {
             break;
         }
-        let (Some(&start), stop) = (starts.get(k), starts.get(k + 1)) else {
+        let Some(out) = scan_chunk(files, starts, k, check_crc, max_record) else {
             break;
         };
-        let stop_at = stop.and_then(|&(i, p)| Some(files.get(i)?.from + p as u64));
-        let mut notes = Notes::default();
-        let (scan, stopped) = scan_files_from(
-            files,
-            start,
-            stop_at.unwrap_or(u64::MAX),
-            check_crc,
-            max_record,
-            |r, _| notes.note(r),
-        );
-        if stopped.is_none() || stopped != stop.copied() {
+        if out.stopped.is_none() || out.stopped != starts.get(k + 1).copied() {
             last_needed.fetch_min(k, Ordering::Relaxed);
         }
         if let Some(slot) = results.get(k) {
-            *crate::util::lock(slot) = Some(ChunkOut {
-                scan,
-                stopped,
-                notes,
-            });
+            *crate::util::lock(slot) = Some(out);
         }
     };
     if threads > 1 && starts.len() > 1 {
@@ -217,6 +203,35 @@ fn run_chunks(
         .collect()
 }
 
+/// Scans chunk `k` (from `starts[k]` up to `starts[k + 1]`, or to the end for the last one);
+/// `None` if there is no chunk `k`.
+fn scan_chunk(
+    files: &[ScanFile<'_>],
+    starts: &[(usize, usize)],
+    k: usize,
+    check_crc: bool,
+    max_record: u32,
+) -> Option<ChunkOut> {
+    let start = *starts.get(k)?;
+    let stop_at = starts
+        .get(k + 1)
+        .and_then(|&(i, p)| Some(files.get(i)?.from + p as u64));
+    let mut notes = Notes::default();
+    let (scan, stopped) = scan_files_from(
+        files,
+        start,
+        stop_at.unwrap_or(u64::MAX),
+        check_crc,
+        max_record,
+        |r, _| notes.note(r),
+    );
+    Some(ChunkOut {
+        scan,
+        stopped,
+        notes,
+    })
+}
+
 /// Fills the result slots a helper left empty, in order, up to the first that ends the scan.
 fn work_missing(
     results: &[Mutex<Option<ChunkOut>>],
@@ -229,26 +244,10 @@ fn work_missing(
         let mut slot = crate::util::lock(slot);
         let stop = starts.get(k + 1).copied();
         if slot.is_none() {
-            let (Some(&start), stop_at) = (
-                starts.get(k),
-                stop.and_then(|(i, p)| Some(files.get(i)?.from + p as u64)),
-            ) else {
+            let Some(out) = scan_chunk(files, starts, k, check_crc, max_record) else {
                 break;
             };
-            let mut notes = Notes::default();
-            let (scan, stopped) = scan_files_from(
-                files,
-                start,
-                stop_at.unwrap_or(u64::MAX),
-                check_crc,
-                max_record,
-                |r, _| notes.note(r),
-            );
-            *slot = Some(ChunkOut {
-                scan,
-                stopped,
-                notes,
-            });
+            *slot = Some(out);
         }
         if slot
             .as_ref()
