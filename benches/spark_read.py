@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -66,6 +65,7 @@ def main() -> None:
         bench_spark_session,
         bench_table,
         spark_input_table,
+        spark_median_line,
     )
 
     print(f"rocketstore from {Path(rocketstore.__file__).parent}", flush=True)
@@ -122,16 +122,8 @@ def main() -> None:
                         f"load {os.getloadavg()[0]:.1f}",
                         flush=True,
                     )
-            pw = statistics.median(w for w, _ in got["parquet"]) if "parquet" in got else 0.0
             for name in names:
-                w = statistics.median(x for x, _ in got[name])
-                c = statistics.median(x for _, x in got[name])
-                ratio = f"time/parquet {w / pw:5.2f}" if pw else ""
-                print(
-                    f"MEDIAN {size:5d} B {name:8s} {n / w:12,.0f} msg/s "
-                    f"{c * 1e9 / n:8,.0f} CPU ns/msg  {ratio}",
-                    flush=True,
-                )
+                print(spark_median_line(got, name, size, n, 8), flush=True)
     finally:
         spark.stop()
 

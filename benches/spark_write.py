@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -295,6 +294,7 @@ def main() -> None:
         bench_spark_session,
         bench_table,
         spark_input_table,
+        spark_median_line,
     )
 
     print(f"rocketstore from {Path(rocketstore.__file__).parent}", flush=True)
@@ -351,16 +351,8 @@ def main() -> None:
                     if name == "profiled" and profile_file.exists():
                         for line in profile_file.read_text().splitlines():
                             print(f"      task {line}", flush=True)
-            pw = statistics.median(w for w, _ in got["parquet"]) if "parquet" in got else 0.0
             for name in names:
-                w = statistics.median(x for x, _ in got[name])
-                c = statistics.median(x for _, x in got[name])
-                ratio = f"time/parquet {w / pw:5.2f}" if pw else ""
-                print(
-                    f"MEDIAN {size:5d} B {name:12s} {n / w:12,.0f} msg/s "
-                    f"{c * 1e9 / n:8,.0f} CPU ns/msg  {ratio}",
-                    flush=True,
-                )
+                print(spark_median_line(got, name, size, n, 12), flush=True)
                 if args.threads:
                     per = sorted(threads[name].items(), key=lambda kv: -kv[1])
                     rows = n * args.rounds

@@ -43,8 +43,13 @@ def fill(store: MessageStore) -> None:
                 "properties": props,
             }
         )
-    for at in range(0, N, 2000):
-        assert all(r.ok for r in store.put_batch(rows[at : at + 2000]))
+    put_dispatched(store, rows, 2000)
+
+
+def put_dispatched(store: MessageStore, rows: list[dict[str, Any]], step: int) -> None:
+    """``put_batch`` of ``rows``, ``step`` at a time, then waits until all are dispatched."""
+    for at in range(0, len(rows), step):
+        assert all(r.ok for r in store.put_batch(rows[at : at + step]))
     deadline = time.monotonic() + 60
     while store.stats()["dispatch_behind_bytes"] > 0:
         assert time.monotonic() < deadline, "dispatch did not catch up"
@@ -154,12 +159,7 @@ def test_get_message_arrow_split_over_one_long_queue(tmp_path: Path) -> None:
             }
             for i in range(n)
         ]
-        for at in range(0, n, 3000):
-            assert all(r.ok for r in s.put_batch(rows[at : at + 3000]))
-        deadline = time.monotonic() + 60
-        while s.stats()["dispatch_behind_bytes"] > 0:
-            assert time.monotonic() < deadline, "dispatch did not catch up"
-            time.sleep(0.005)
+        put_dispatched(s, rows, 3000)
         before = _native._arrow_split_counts()
         whole, nxt = s.get_message_arrow("Long", 0, 0, 65536)
         assert_split_ran(before)

@@ -783,6 +783,25 @@ def spark_input_table(t: Any) -> Any:
     )
 
 
+def spark_median_line(
+    got: dict[str, list[tuple[float, float]]], name: str, size: int, n: int, width: int
+) -> str:
+    """The ``MEDIAN`` line of one variant of a Spark benchmark: msg/s and CPU ns per message
+    from the median wall and CPU seconds of ``got[name]`` (``(wall, cpu)`` per round, ``n``
+    messages of ``size`` bytes each), with the time over Parquet's when a ``parquet`` variant
+    ran."""
+    import statistics
+
+    pw = statistics.median(w for w, _ in got["parquet"]) if got.get("parquet") else 0.0
+    w = statistics.median(x for x, _ in got[name])
+    c = statistics.median(x for _, x in got[name])
+    ratio = f"time/parquet {w / pw:5.2f}" if pw else ""
+    return (
+        f"MEDIAN {size:5d} B {name:{width}s} {n / w:12,.0f} msg/s "
+        f"{c * 1e9 / n:8,.0f} CPU ns/msg  {ratio}"
+    )
+
+
 def bench_spark_session(app_name: str) -> Any:
     """The local[2] Spark session the Spark benchmarks run in (Python workers on this
     interpreter, Arrow transfer on, no UI); the caller stops it."""
