@@ -12,6 +12,11 @@
 //! * `append_async/put_batch/<size> cpu` (printed, and in `$ROCKETSTORE_BENCH_SUMMARY`): after
 //!   each `put_batch` bench, ~768 MiB of `put_batch` on a fresh store until dispatched, with
 //!   msg/s and whole-process CPU nanoseconds per message (all threads).
+//! * `append_async/put_batch_py_shape/<size> cpu`: the same measure on the messages and store
+//!   of `rocketstore bench`'s Python `put_batch` row (`python/rocketstore/_bench.py`: 4 topics x
+//!   8 queues, 3 tags, a distinct key `k-<i>` per message, a body starting with the row number,
+//!   up to 1,000,000 messages and 256 MB of bodies in 16,384-message calls, 256 MiB files), so
+//!   the Python row has a Rust figure of the same work beside it.
 //!
 //! The store is replaced by a fresh one (untimed) whenever it holds more than 1 GiB, so a run
 //! does not fill the disk.
@@ -121,6 +126,7 @@ fn append_async(c: &mut Criterion) {
             });
         });
         cpu_pass(&mut fresh, &msgs, size);
+        py_shape_cpu_pass(size);
         g.throughput(Throughput::Elements(1));
         g.bench_with_input(BenchmarkId::new("put", size), &size, |b, _| {
             b.iter_custom(|iters| {
@@ -176,6 +182,85 @@ fn cpu_pass(fresh: &mut Fresh, msgs: &[PutMessage<'_>], size: usize) {
         .collect();
     report(
         &format!("append_async/put_batch/{size} cpu"),
+        &format!(
+            "{n} msgs dispatched in {wall:.3} s: {:.3} M msg/s, {ns:.0} ns CPU per message (whole process, {cpu:.3} s CPU; by thread: {})",
+            rate / 1e6,
+            text.join(", ")
+        ),
+        &format!(
+            "\"body\": {size}, \"msgs\": {n}, \"msg_per_s\": {rate:.0}, \"cpu_ns_per_msg\": {ns:.1}, \"cpu_s\": {cpu:.4}, \"wall_s\": {wall:.4}, \"thread_cpu_ns_per_msg\": {{{}}}",
+            json.join(", ")
+        ),
+    );
+}
+
+/// The Python bench's put_batch row (`_bench.bench_table`, `_bench._open`, `_bench._put_batch`)
+/// done from Rust: the same messages, store options and call size, measured like [`cpu_pass`].
+fn py_shape_cpu_pass(size: usize) {
+    const TOPICS: usize = 4;
+    const QUEUES: usize = 8;
+    const TAGS: [&str; 3] = ["TagA", "TagB", "TagC"];
+    const CALL: usize = 16_384;
+    let n = (256_000_000 / size).clamp(1000, 1_000_000);
+    let filler: Vec<u8> = b"0123456789abcdefghijklmnopqrstuvwxyz"
+        .iter()
+        .copied()
+        .cycle()
+        .take(size)
+        .collect();
+    let bodies: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let mut b = format!("{i:010}|").into_bytes();
+            b.extend_from_slice(&filler);
+            b.truncate(size);
+            b
+        })
+        .collect();
+    let key_strings: Vec<String> = (0..n).map(|i| format!("k-{i}")).collect();
+    let keys: Vec<[&str; 1]> = key_strings.iter().map(|k| [k.as_str()]).collect();
+    let topics: Vec<String> = (0..TOPICS).map(|t| format!("BenchTopic{t}")).collect();
+    let msgs: Vec<PutMessage<'_>> = (0..n)
+        .map(|i| PutMessage {
+            topic: &topics[i % TOPICS],
+            body: &bodies[i],
+            queue_id: (i / TOPICS % QUEUES) as i32,
+            tags: Some(TAGS[i % TAGS.len()]),
+            keys: &keys[i],
+            ..Default::default()
+        })
+        .collect();
+    let dir = bench_root("append-py-shape");
+    let mut cfg = bench_config(256 << 20);
+    cfg.populate_mapped_file = StoreConfig::default().populate_mapped_file;
+    let store = Store::open(dir.path().join("s"), cfg).unwrap();
+    store
+        .put(&PutMessage {
+            topic: "BenchWarmup",
+            body: b"x",
+            ..Default::default()
+        })
+        .unwrap();
+    wait_dispatched(&store);
+    let meter = CpuMeter::start();
+    for chunk in msgs.chunks(CALL) {
+        std::hint::black_box(store.put_batch(chunk).unwrap());
+    }
+    wait_dispatched(&store);
+    let n = n as u64;
+    let (rate, ns, cpu, wall) = meter.per_message(n);
+    let threads = meter.per_thread(n);
+    drop(store);
+    let text: Vec<String> = threads
+        .iter()
+        .filter(|(_, v)| *v > 0.0)
+        .map(|(k, v)| format!("{k} {v:.0}"))
+        .collect();
+    let json: Vec<String> = threads
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v:.1}"))
+        .collect();
+    report(
+        &format!("append_async/put_batch_py_shape/{size} cpu"),
         &format!(
             "{n} msgs dispatched in {wall:.3} s: {:.3} M msg/s, {ns:.0} ns CPU per message (whole process, {cpu:.3} s CPU; by thread: {})",
             rate / 1e6,

@@ -26,6 +26,10 @@ pub(crate) const MAX_RECORDS: usize = 256 * 1024;
 pub(crate) const MAX_BYTES: usize = 32 << 20;
 /// Emptied batches kept for reuse (their buffers stay allocated and faulted in).
 const SPARE_BATCHES: usize = 8;
+/// Topic entries of a batch searched for a record's topic before a new entry is added.
+const TOPIC_LOOKBACK: usize = 16;
+/// Bytes reserved for topic names beside a batch's properties.
+const TOPIC_ROOM: usize = 4096;
 
 /// One record as the writer wrote it.
 #[derive(Debug, Clone, Copy)]
@@ -65,18 +69,24 @@ pub(crate) struct FedBatch {
 
 impl FedBatch {
     /// Notes a record the writer wrote. `r.props` is its range in the properties buffer given
-    /// to [`Feed::start`] and `r.topic` is ignored: consecutive records of one topic share one
-    /// entry of [`FedBatch::topics`].
+    /// to [`Feed::start`] and `r.topic` is ignored: records of one topic share one entry of
+    /// [`FedBatch::topics`] while it is among the last [`TOPIC_LOOKBACK`] entries.
     pub(crate) fn push(&mut self, topic: &str, mut r: FedRecord) {
-        let same = self.topics.last().is_some_and(|t| {
+        // Interleaved topics (round-robin producers) reuse their entry: the topic is looked up
+        // among the last few entries before it is added again, so `bytes` does not grow (and
+        // reallocate) per record.
+        let known = self.topics.iter().rev().take(TOPIC_LOOKBACK).position(|t| {
             self.bytes.get(t.start as usize..t.end as usize) == Some(topic.as_bytes())
         });
-        if !same {
-            let start = self.bytes.len() as u32;
-            self.bytes.extend_from_slice(topic.as_bytes());
-            self.topics.push(start..self.bytes.len() as u32);
-        }
-        r.topic = (self.topics.len() - 1) as u32;
+        r.topic = match known {
+            Some(back) => (self.topics.len() - 1 - back) as u32,
+            None => {
+                let start = self.bytes.len() as u32;
+                self.bytes.extend_from_slice(topic.as_bytes());
+                self.topics.push(start..self.bytes.len() as u32);
+                (self.topics.len() - 1) as u32
+            }
+        };
         r.props = (self.props_base + r.props.0, self.props_base + r.props.1);
         self.records.push(r);
     }
@@ -137,6 +147,9 @@ impl Feed {
         drop(st);
         b.store_timestamp = store_timestamp;
         b.props_base = b.bytes.len() as u32;
+        // Room for the topics too: growing the buffer for the first topic would copy all the
+        // properties into fresh pages.
+        b.bytes.reserve(props.len() + TOPIC_ROOM);
         b.bytes.extend_from_slice(props);
         b.records.reserve(records);
         Some(b)
@@ -246,6 +259,31 @@ mod tests {
         second.next = 1;
         feed.give_back(second);
         assert!(feed.take().is_none());
+    }
+
+    #[test]
+    fn interleaved_topics_share_their_entries() {
+        let feed = Feed::default();
+        let mut b = feed.start(1, 8, b"").unwrap();
+        let names = ["T0", "T1", "T2", "T3"];
+        for i in 0..8u64 {
+            b.push(names[i as usize % 4], rec(i * 10, 10, 0, 0, 0, 0));
+        }
+        assert_eq!(b.topics.len(), 4);
+        for (i, r) in b.rest().iter().enumerate() {
+            assert_eq!(b.topic(r), Some(names[i % 4].as_bytes()));
+        }
+        // More distinct topics than the lookback: every record still names its own topic.
+        let many: Vec<String> = (0..2 * TOPIC_LOOKBACK).map(|t| format!("M{t}")).collect();
+        let mut b = feed.start(2, 2 * many.len(), b"").unwrap();
+        for round in 0..2 {
+            for (t, name) in many.iter().enumerate() {
+                b.push(name, rec((round * many.len() + t) as u64, 1, 0, 0, 0, 0));
+            }
+        }
+        for (i, r) in b.rest().iter().enumerate() {
+            assert_eq!(b.topic(r), Some(many[i % many.len()].as_bytes()));
+        }
     }
 
     #[test]
