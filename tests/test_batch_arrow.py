@@ -457,6 +457,15 @@ def test_malformed_arrow_data_never_crashes(store: MessageStore) -> None:
     e = check_refused(store, t, InvalidMessageError)
     assert cast(InvalidMessageError, e).field == "topic"
     assert "message 0" in str(e), str(e)
+    # Text columns are checked as one span, then row by row at char boundaries: a character
+    # split between two rows is valid UTF-8 as a span, but neither row is.
+    two = pa.py_buffer(struct.pack("<3i", 0, 1, 2))
+    split = pa.Array.from_buffers(pa.string(), 2, [None, two, pa.py_buffer("é".encode())])
+    for name in ("topic", "tags", "keys"):
+        cols: dict[str, Any] = {"topic": ["T", "T"], "body": [b"x", b"y"], name: split}
+        e = check_refused(store, pa.table(cols), InvalidMessageError)
+        assert cast(InvalidMessageError, e).field == name
+        assert "message 0" in str(e), str(e)
 
     class Broken:
         def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:

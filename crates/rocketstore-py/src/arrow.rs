@@ -26,11 +26,12 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int8Type;
+use arrow_array::OffsetSizeTrait;
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BinaryViewArray, DictionaryArray, Int32Array, Int64Array,
     Int8Array, LargeBinaryArray, RecordBatch, StringArray,
 };
-use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -40,6 +41,7 @@ use pyo3_arrow::PyRecordBatch;
 use rocketstore::format::OffsetMsgIds;
 use rocketstore::{HostAddr, PutMessage, PutStatus, Store, TransactionType};
 
+use crate::buffer_pool::{BYTES, I32S, I64S};
 use crate::convert::{PUT_FIELDS, TRANSACTION_NAMES};
 use crate::error::{invalid_message, invalid_message_field, map_error};
 
@@ -149,6 +151,66 @@ impl Bytes {
     }
 }
 
+/// The bytes rows `0..len` of an offsets array span, as text, and where they start; `None`
+/// if that span is not valid UTF-8 as a whole.
+fn text_span<'a, O: OffsetSizeTrait>(offsets: &[O], data: &'a [u8]) -> Option<(&'a str, usize)> {
+    let lo = offsets.first()?.as_usize();
+    let hi = offsets.last()?.as_usize();
+    std::str::from_utf8(data.get(lo..hi)?).ok().map(|s| (s, lo))
+}
+
+/// A text column of one batch, checked as UTF-8 once: the bytes its rows span are validated
+/// in one pass and each row is then a sub-slice of them (`str::get` checks the two char
+/// boundaries). A column whose span is not valid as a whole (the bytes between rows need not
+/// be text) or of a view type is checked row by row, with the same errors.
+#[derive(Debug)]
+struct Text<'a> {
+    col: &'a Bytes,
+    span: Option<(&'a str, usize)>,
+}
+
+impl<'a> Text<'a> {
+    fn new(col: &'a Bytes) -> Self {
+        let span = match col {
+            Bytes::Small(a) => text_span(a.value_offsets(), a.value_data()),
+            Bytes::Large(a) => text_span(a.value_offsets(), a.value_data()),
+            Bytes::View(_) => None,
+        };
+        Text { col, span }
+    }
+
+    /// Row `i` as text (`None` if null); `row` (the message index) and `field` name it in errors.
+    fn get(&self, i: usize, row: usize, field: &'static str) -> Result<Option<&'a str>, RowError> {
+        if let Some((text, base)) = self.span {
+            let range = match self.col {
+                Bytes::Small(a) if i < a.len() => {
+                    a.is_valid(i).then(|| offsets_at(a.value_offsets(), i))
+                }
+                Bytes::Large(a) if i < a.len() => {
+                    a.is_valid(i).then(|| offsets_at(a.value_offsets(), i))
+                }
+                Bytes::Small(_) | Bytes::Large(_) => Some(None),
+                Bytes::View(_) => None,
+            };
+            match range {
+                None => return Ok(None),
+                Some(Some((lo, hi))) => {
+                    if let Some(t) = text.get(lo.wrapping_sub(base)..hi.wrapping_sub(base)) {
+                        return Ok(Some(t));
+                    }
+                }
+                Some(None) => {}
+            }
+        }
+        self.col.get_str(i, row, field)
+    }
+}
+
+/// Row `i`'s value range in an offsets array.
+fn offsets_at<O: OffsetSizeTrait>(offsets: &[O], i: usize) -> Option<(usize, usize)> {
+    Some((offsets.get(i)?.as_usize(), offsets.get(i + 1)?.as_usize()))
+}
+
 /// How an integer column's values become the engine's.
 #[derive(Debug, Clone, Copy)]
 enum Scale {
@@ -157,10 +219,18 @@ enum Scale {
     Div(i64),
 }
 
+/// An integer column's values: int32 as given (the usual `queue_id`), any other integer type
+/// cast to int64 once per batch.
+#[derive(Debug)]
+enum IntValues {
+    I32(Int32Array),
+    I64(Int64Array),
+}
+
 /// An integer column, as int64 (timestamps as epoch milliseconds).
 #[derive(Debug)]
 struct Ints {
-    values: Int64Array,
+    values: IntValues,
     scale: Scale,
 }
 
@@ -176,6 +246,12 @@ impl Ints {
                     TimeUnit::Nanosecond => Scale::Div(1_000_000),
                 };
                 (DataType::Timestamp(*unit, None), scale)
+            }
+            DataType::Int32 => {
+                return Ok(Ints {
+                    values: IntValues::I32(a.as_primitive().clone()),
+                    scale: Scale::One,
+                })
             }
             t if t.is_integer() => (t.clone(), Scale::One),
             t => {
@@ -207,16 +283,17 @@ impl Ints {
         let values = arrow_cast::cast_with_options(&plain, &DataType::Int64, &opts)
             .map_err(|e| invalid_message_field(name, format!("invalid {name}: {e}")))?;
         Ok(Ints {
-            values: values.as_primitive().clone(),
+            values: IntValues::I64(values.as_primitive().clone()),
             scale,
         })
     }
 
     fn get(&self, i: usize, field: &'static str) -> Result<Option<i64>, RowError> {
-        if i >= self.values.len() || self.values.is_null(i) {
-            return Ok(None);
-        }
-        let v = self.values.value(i);
+        let v = match &self.values {
+            IntValues::I32(a) if i < a.len() && a.is_valid(i) => i64::from(a.value(i)),
+            IntValues::I64(a) if i < a.len() && a.is_valid(i) => a.value(i),
+            _ => return Ok(None),
+        };
         match self.scale {
             Scale::One => Ok(Some(v)),
             Scale::Div(d) => Ok(Some(v.div_euclid(d))),
@@ -486,12 +563,17 @@ struct Flat<'a> {
 
 impl<'a> Flat<'a> {
     fn add(&mut self, c: &'a Columns) -> Result<(), RowError> {
+        let joined = match &c.keys {
+            Some(Keys::Joined(col)) => Some(Text::new(col)),
+            _ => None,
+        };
         for i in 0..c.len {
             let row = c.first_row + i;
             match &c.keys {
                 None => {}
-                Some(Keys::Joined(col)) => {
-                    if let Some(s) = col.get_str(i, row, "keys")? {
+                Some(Keys::Joined(_)) => {
+                    let text = joined.as_ref().map(|t| t.get(i, row, "keys")).transpose()?;
+                    if let Some(s) = text.flatten() {
                         // One string is stored as is (the keys rule of rocketstore_format::keys).
                         self.keys.extend(rocketstore::format::keys::key_parts(s));
                     }
@@ -563,15 +645,19 @@ impl<'a> HostCache<'a> {
     }
 }
 
-/// Step 2: the messages of every batch, borrowing the columns and the flat lists.
+/// Step 2: the messages of every batch, borrowing the columns and the flat lists, into `out`
+/// (empty).
 fn messages<'a>(
     batches: &'a [Columns],
     flat: &'a Flat<'a>,
-) -> Result<Vec<PutMessage<'a>>, RowError> {
+    out: &mut Vec<PutMessage<'a>>,
+) -> Result<(), RowError> {
     let total: usize = batches.iter().map(|c| c.len).sum();
-    let mut out = Vec::with_capacity(total);
+    out.reserve(total);
     let (mut key_start, mut prop_start) = (0, 0);
     for c in batches {
+        let topics = Text::new(&c.topic);
+        let tag_text = c.tags.as_ref().map(Text::new);
         let mut born_hosts = HostCache::default();
         let mut store_hosts = HostCache::default();
         for i in 0..c.len {
@@ -581,9 +667,8 @@ fn messages<'a>(
             let keys = flat.keys.get(key_start..key_end).unwrap_or_default();
             let properties = flat.props.get(prop_start..prop_end).unwrap_or_default();
             (key_start, prop_start) = (key_end, prop_end);
-            let topic = c
-                .topic
-                .get_str(i, row, "topic")?
+            let topic = topics
+                .get(i, row, "topic")?
                 .ok_or_else(|| row_err("topic", row, "is null"))?;
             let body = c
                 .body
@@ -624,8 +709,8 @@ fn messages<'a>(
                         })?,
                 },
             };
-            let tags = match &c.tags {
-                Some(col) => col.get_str(i, row, "tags")?,
+            let tags = match &tag_text {
+                Some(col) => col.get(i, row, "tags")?,
                 None => None,
             };
             out.push(PutMessage {
@@ -650,7 +735,7 @@ fn messages<'a>(
             });
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The schema of the batch `put_batch` returns for Arrow input (`rocketstore._arrow.RESULT_SCHEMA`).
@@ -682,9 +767,11 @@ fn result_batch(results: &[rocketstore::PutResult]) -> PyResult<RecordBatch> {
     let mut status = Vec::with_capacity(n);
     // RocketMQ's PutMessageStatus names, in declaration order: the `status` dictionary.
     let mut names: Vec<&str> = PutStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let mut id_offsets: Vec<i32> = Vec::with_capacity(n + 1);
+    // The columns' buffers come from the pools of the Arrow reads and go back to them when
+    // Python drops the batch (no fresh pages per call).
+    let mut id_offsets = I32S.take(n + 1);
     id_offsets.push(0);
-    let mut id_data = Vec::with_capacity(n * 32);
+    let mut id_data = BYTES.take(n * 32);
     let mut ids = OffsetMsgIds::default();
     let mut last: Option<(PutStatus, i8)> = None;
     for r in results {
@@ -713,22 +800,24 @@ fn result_batch(results: &[rocketstore::PutResult]) -> PyResult<RecordBatch> {
     let status = DictionaryArray::<Int8Type>::try_new(keys, Arc::new(StringArray::from(names)))
         .map_err(arrow_err)?;
     let msg_id = StringArray::try_new(
-        OffsetBuffer::new(ScalarBuffer::from(id_offsets)),
-        Buffer::from_vec(id_data),
+        OffsetBuffer::new(I32S.scalars(id_offsets)),
+        BYTES.buffer(id_data),
         None,
     )
     .map_err(arrow_err)?;
     let i64s = |f: fn(&rocketstore::PutResult) -> i64| {
-        Arc::new(Int64Array::from_iter_values(results.iter().map(f))) as ArrayRef
+        let mut v = I64S.take(n);
+        v.extend(results.iter().map(f));
+        Arc::new(Int64Array::new(I64S.scalars(v), None)) as ArrayRef
     };
+    let mut wrote = I32S.take(n);
+    wrote.extend(results.iter().map(|r| r.wrote_bytes));
     let columns: Vec<ArrayRef> = vec![
         Arc::new(status),
         Arc::new(msg_id),
         i64s(|r| r.commitlog_offset),
         i64s(|r| r.queue_offset),
-        Arc::new(Int32Array::from_iter_values(
-            results.iter().map(|r| r.wrote_bytes),
-        )),
+        Arc::new(Int32Array::new(I32S.scalars(wrote), None)),
         i64s(|r| r.store_timestamp),
     ];
     RecordBatch::try_new(result_schema(), columns).map_err(arrow_err)
@@ -742,13 +831,65 @@ fn arrow_err_msg(m: &str) -> PyErr {
 /// 32-bit string offsets; checked before anything is written.
 const MAX_ROWS: usize = (i32::MAX as usize) / 56;
 
+/// The per-row vectors of [`write`], kept empty between calls so that their pages stay
+/// mapped: a fresh vector of a large batch's messages (~200 bytes each) is new heap memory
+/// that the kernel faults in and zeroes page by page on every call.
+#[derive(Debug, Default)]
+struct Scratch {
+    keys: Vec<&'static str>,
+    key_ends: Vec<usize>,
+    props: Vec<(&'static str, &'static str)>,
+    prop_ends: Vec<usize>,
+    msgs: Vec<PutMessage<'static>>,
+}
+
+/// Rows above which [`Scratch`] vectors are freed instead of kept (~200 MB of messages).
+const SCRATCH_MAX_ROWS: usize = 1 << 20;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// An empty vector that keeps `v`'s allocation, for another lifetime of the same element type
+/// (the in-place `collect` of an emptied vector reuses its buffer; no element is converted).
+// `filter_map` (not `filter`): the item type changes lifetime, which is the point.
+#[allow(clippy::unnecessary_filter_map)]
+fn emptied<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
+}
+
+fn keep<T, U>(v: Vec<T>) -> Vec<U> {
+    if v.capacity() > SCRATCH_MAX_ROWS {
+        Vec::new()
+    } else {
+        emptied(v)
+    }
+}
+
 fn write(store: &Store, batches: &[Columns]) -> Result<Vec<rocketstore::PutResult>, Failure> {
-    let mut flat = Flat::default();
+    let mut scratch = SCRATCH.with(|s| s.take());
+    let mut flat = Flat {
+        keys: emptied(std::mem::take(&mut scratch.keys)),
+        key_ends: std::mem::take(&mut scratch.key_ends),
+        props: emptied(std::mem::take(&mut scratch.props)),
+        prop_ends: std::mem::take(&mut scratch.prop_ends),
+    };
+    flat.key_ends.clear();
+    flat.prop_ends.clear();
     for c in batches {
         flat.add(c)?;
     }
-    let msgs = messages(batches, &flat)?;
-    store.put_batch(&msgs).map_err(Failure::Engine)
+    let mut msgs = emptied(std::mem::take(&mut scratch.msgs));
+    messages(batches, &flat, &mut msgs)?;
+    let results = store.put_batch(&msgs);
+    scratch.msgs = keep(msgs);
+    scratch.keys = keep(flat.keys);
+    scratch.key_ends = keep(flat.key_ends);
+    scratch.props = keep(flat.props);
+    scratch.prop_ends = keep(flat.prop_ends);
+    SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    results.map_err(Failure::Engine)
 }
 
 /// `MessageStore._put_arrow`: imports `data` (see the module docs), writes it and returns the
