@@ -14,6 +14,13 @@
 //!   ([`FileWriter`]); readers (`get`, `units_from`, `offset_by_time`) take no lock.
 //! - **`min <= max`.** [`ConsumeQueue::min_offset`] never exceeds [`ConsumeQueue::max_offset`] and
 //!   never points before the first file.
+//! - **Creation is made durable before it is claimed.** The dispatch thread creates files and
+//!   directories without `fsync`; it records them in the store's [`CreationSyncs`], and every
+//!   flush ([`ConsumeQueue::flush`], [`ConsumeQueue::flush_below`], the store's `flush_all` /
+//!   `flush_below`) first fsyncs what was recorded (each file, then each directory that gained
+//!   an entry). So a unit that a flush made durable is in a file whose directory entry is
+//!   durable, and the checkpoint, written only after a flush, never covers a file a power loss
+//!   could drop.
 //! - **Paths are built from validated components only**: a topic that passes
 //!   [`rocketstore_format::is_safe_topic_dir`] (any UTF-8 text but empty, `.`, `..`, `/`, NUL or
 //!   over 255 bytes) and is a single path component, and a non-negative queue id; symbolic links
@@ -24,12 +31,13 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use rocketstore_format::{is_safe_topic_dir, offset_to_file_name, CqUnit, CQ_STORE_UNIT_SIZE};
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::segment::{CreateOptions, FileWriter, MappedFile, MappedFileQueue, SizePolicy};
+use crate::signal::Signal;
 use crate::util::{check_not_symlink, fsync_dir, lock};
 
 /// Name of the consume-queue directory under the store root.
@@ -115,6 +123,83 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// A file or directory entry created by the dispatch thread whose creation is not durable yet.
+#[derive(Debug)]
+enum Created {
+    /// A new consume queue file (path, size): `fsync` it and its directory.
+    File(PathBuf, usize),
+    /// A directory that gained an entry (a new topic or queue directory): `fsync` it.
+    Dir(PathBuf),
+}
+
+/// The creations of a store's consume queues that are not durable yet (see the module doc).
+/// The dispatch thread only pushes (one short lock) and wakes the flush service, which drains
+/// them at once, while the new files are still nearly empty; the `fsync`s run outside that
+/// lock, so file creation never waits on the disk.
+#[derive(Debug, Default)]
+pub(crate) struct CreationSyncs {
+    pending: Mutex<Vec<Created>>,
+    /// Serializes drains: a drain returns only once everything pushed before it is durable.
+    drain: Mutex<()>,
+    /// The flush service's signal, woken on every push (none without service threads).
+    wake: OnceLock<Arc<Signal>>,
+}
+
+impl CreationSyncs {
+    fn push(&self, c: Created) {
+        lock(&self.pending).push(c);
+        if let Some(s) = self.wake.get() {
+            s.wakeup();
+        }
+    }
+
+    /// Makes every creation pushed so far durable: every directory named is fsynced
+    /// (deduplicated; one removed since is skipped), then each file and its directory (a file
+    /// destroyed since is skipped). On error the creations not
+    /// yet durable stay pending and the error is returned (the caller fences the store).
+    ///
+    /// # Errors
+    /// The first failed `fsync`, with its path.
+    pub(crate) fn sync(&self) -> Result<()> {
+        let _drain = lock(&self.drain);
+        let taken = std::mem::take(&mut *lock(&self.pending));
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut files = Vec::new();
+        for c in &taken {
+            match c {
+                Created::File(f, size) => files.push((f, *size)),
+                Created::Dir(d) => dirs.push(d.clone()),
+            }
+        }
+        dirs.sort();
+        dirs.dedup();
+        // Directories first (parents sort before children), then each file with its own
+        // directory: a file counts as created once every directory above it is durable.
+        let done = (|| -> Result<()> {
+            for d in &dirs {
+                match fsync_dir(d) {
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
+                    other => other?,
+                }
+            }
+            for (f, size) in &files {
+                MappedFile::sync_created(f, *size)?;
+            }
+            Ok(())
+        })();
+        if done.is_err() {
+            let mut pending = lock(&self.pending);
+            let newer = std::mem::replace(&mut *pending, taken);
+            pending.extend(newer);
+        }
+        done
+    }
+}
+
 /// One consume queue: the 20-byte units of one `(topic, queueId)`.
 #[derive(Debug)]
 pub(crate) struct ConsumeQueue {
@@ -136,6 +221,8 @@ pub(crate) struct ConsumeQueue {
     damaged_tail: AtomicBool,
     /// The one writer's lock; holds the append handle of the file last written.
     write_lock: Mutex<Option<FileWriter>>,
+    /// Where this queue records creations whose `fsync` a flush does (the store's, shared).
+    syncs: Arc<CreationSyncs>,
 }
 
 /// A cursor over one consume queue file: yields `(queue offset, unit)` decoded in place
@@ -206,7 +293,14 @@ impl ConsumeQueue {
             needs_recovery: AtomicBool::new(loaded),
             damaged_tail: AtomicBool::new(false),
             write_lock: Mutex::new(None),
+            syncs: Arc::default(),
         })
+    }
+
+    /// Records this queue's file and directory creations in `syncs` (the store's).
+    fn with_syncs(mut self, syncs: &Arc<CreationSyncs>) -> Self {
+        self.syncs = Arc::clone(syncs);
+        self
     }
 
     /// The queue's topic (validated at open).
@@ -293,8 +387,8 @@ impl ConsumeQueue {
     /// `cq_offset`. Returns `Ok(false)` without writing when the unit is already built
     /// (`phy + size <= max_physic_offset`, idempotent re-dispatch) or `cq_offset` is below the
     /// queue's max. The first unit of a queue with no data pre-fills its file with blank units up
-    /// to `cq_offset` and sets the min offset there. Creates files on demand (fsynced, no
-    /// allocator).
+    /// to `cq_offset` and sets the min offset there. Creates files on demand (no allocator; their
+    /// `fsync`s are left to the next flush, see the module doc).
     ///
     /// Keeps: no gaps (a `cq_offset` above the max of a non-empty queue is a typed
     /// [`Error::Corruption`] naming the expected offset, and nothing is written); the bytes are in
@@ -448,18 +542,23 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// Creates (and fsyncs) the file starting at logical byte `from`, creating the queue
-    /// directory first if needed, and appends it to the file list.
+    /// Creates the file starting at logical byte `from`, creating the queue directory first if
+    /// needed, and appends it to the file list. The `fsync`s of the file and of the directories
+    /// that gained an entry are recorded for the next flush, before the file is listed (so no
+    /// flush can msync it before its creation is durable).
     fn create_file(&self, from: u64) -> Result<Arc<MappedFile>> {
         self.ensure_dir()?;
         let path = self.dir.join(offset_to_file_name(from));
         let opts = CreateOptions {
-            sync: true,
+            sync: false,
             populate: false,
             warm: None,
             prealloc: None,
         };
         let file = Arc::new(MappedFile::create(&path, from, self.file_size, &opts)?);
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::unsynced(&path);
+        self.syncs.push(Created::File(path, self.file_size));
         if let Err(e) = self.files.push(Arc::clone(&file)) {
             let _ = file.destroy();
             return Err(e);
@@ -467,8 +566,8 @@ impl ConsumeQueue {
         Ok(file)
     }
 
-    /// Creates `<root>/consumequeue/<topic>/<qid>` (never through a symlink), fsyncing the
-    /// parent of every directory it creates.
+    /// Creates `<root>/consumequeue/<topic>/<qid>` (never through a symlink), recording the
+    /// parent of every directory it creates for the next flush's `fsync`.
     fn ensure_dir(&self) -> Result<()> {
         let topic_dir = self.cq_root.join(&self.topic);
         for dir in [&self.cq_root, &topic_dir, &self.dir] {
@@ -490,7 +589,7 @@ impl ConsumeQueue {
                 Err(e) => return Err(Error::io("mkdir", dir.as_path(), e)),
             }
             if let Some(parent) = dir.parent() {
-                fsync_dir(parent)?;
+                self.syncs.push(Created::Dir(parent.to_path_buf()));
             }
         }
         Ok(())
@@ -777,6 +876,7 @@ impl ConsumeQueue {
         if !self.writable {
             return Ok(false);
         }
+        self.syncs.sync()?;
         self.files.flush(least_pages)
     }
 
@@ -787,6 +887,7 @@ impl ConsumeQueue {
         if !self.writable {
             return Ok(());
         }
+        self.syncs.sync()?;
         loop {
             let at = self.files.flushed_where() / UNIT_U64;
             let Some(unit) = i64::try_from(at).ok().and_then(|o| self.get(o)) else {
@@ -1023,6 +1124,8 @@ pub(crate) struct ConsumeQueueStore {
     file_size: u64,
     writable: bool,
     queues: RwLock<BTreeMap<String, BTreeMap<i32, Arc<ConsumeQueue>>>>,
+    /// Creations of every queue not durable yet (see the module doc).
+    syncs: Arc<CreationSyncs>,
 }
 
 #[allow(dead_code)]
@@ -1041,6 +1144,7 @@ impl ConsumeQueueStore {
             file_size,
             writable,
             queues: RwLock::new(BTreeMap::new()),
+            syncs: Arc::default(),
         };
         let cq_root = root.join(CONSUME_QUEUE_DIR);
         let meta = match std::fs::symlink_metadata(&cq_root) {
@@ -1108,7 +1212,8 @@ impl ConsumeQueueStore {
                 let Some(queue_id) = qname.to_str().and_then(parse_queue_id) else {
                     continue;
                 };
-                let cq = ConsumeQueue::open(root, topic, queue_id, file_size, writable)?;
+                let cq = ConsumeQueue::open(root, topic, queue_id, file_size, writable)?
+                    .with_syncs(&store.syncs);
                 queues.insert(queue_id, Arc::new(cq));
             }
             if !queues.is_empty() {
@@ -1149,13 +1254,10 @@ impl ConsumeQueueStore {
         if let Some(q) = queues.get(&queue_id) {
             return Ok(Arc::clone(q));
         }
-        let q = Arc::new(ConsumeQueue::open(
-            &self.root,
-            topic,
-            queue_id,
-            self.file_size,
-            self.writable,
-        )?);
+        let q = Arc::new(
+            ConsumeQueue::open(&self.root, topic, queue_id, self.file_size, self.writable)?
+                .with_syncs(&self.syncs),
+        );
         // A queue opened here may have files (e.g. a directory skipped at load); recover it.
         if q.file_count() > 0 {
             q.recover()?;
@@ -1208,8 +1310,33 @@ impl ConsumeQueueStore {
         Ok(())
     }
 
+    /// Wakes `signal` (the consume queue flush service's) whenever a queue creates a file or
+    /// directory, so that [`ConsumeQueueStore::sync_creations`] runs soon, off the dispatch
+    /// thread. Set once; later calls are ignored.
+    pub(crate) fn wake_on_creation(&self, signal: Arc<Signal>) {
+        let _ = self.syncs.wake.set(signal);
+    }
+
+    /// Whether creations wake a flush service ([`ConsumeQueueStore::wake_on_creation`]).
+    pub(crate) fn wakes_on_creation(&self) -> bool {
+        self.syncs.wake.get().is_some()
+    }
+
+    /// Makes every file and directory the queues created so far durable (see the module doc);
+    /// every flush does this first.
+    ///
+    /// # Errors
+    /// The first failed `fsync` (the caller fences the store).
+    pub(crate) fn sync_creations(&self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.syncs.sync()
+    }
+
     /// [`ConsumeQueue::flush`] on every queue; stops at the first failure (fail-stop).
     pub(crate) fn flush_all(&self, least_pages: usize) -> Result<()> {
+        self.sync_creations()?;
         for q in self.all() {
             q.flush(least_pages)?;
         }
@@ -1218,6 +1345,7 @@ impl ConsumeQueueStore {
 
     /// [`ConsumeQueue::flush_below`] on every queue; stops at the first failure (fail-stop).
     pub(crate) fn flush_below(&self, phy: u64) -> Result<()> {
+        self.sync_creations()?;
         for q in self.all() {
             q.flush_below(phy)?;
         }

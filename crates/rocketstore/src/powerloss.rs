@@ -5,7 +5,9 @@
 //! (the bytes of that range, read back through the file, become the file's durable image), a
 //! file created with fsync of itself and its directory is durable as zeros ([`created`]), the
 //! checkpoint is durable as a whole once renamed and its directory fsynced ([`replaced`]), and
-//! a destroyed file is forgotten ([`removed`]).
+//! a destroyed file is forgotten ([`removed`]). A file created without those fsyncs (a consume
+//! queue file, whose creation the flush service makes durable later) is marked [`unsynced`]:
+//! until [`created_now`] no msync of it counts, since its directory entry may still vanish.
 //!
 //! A test then takes [`durable_image`] of a store root and the live files, and builds the
 //! images a power cut could leave: each 4 KiB page where the live file differs from its durable
@@ -17,7 +19,7 @@
 //! The registry is process-global and keyed by path; it records nothing unless the feature is
 //! on, and it is meant for small test stores (it keeps a copy of every synced byte).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -26,6 +28,14 @@ use crate::util::lock;
 
 static DURABLE: Mutex<Option<HashMap<PathBuf, Vec<u8>>>> = Mutex::new(None);
 
+/// Files created whose creation (file and directory fsync) is not durable yet.
+static UNSYNCED: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+
+fn with_unsynced<R>(f: impl FnOnce(&mut HashSet<PathBuf>) -> R) -> R {
+    let mut g = lock(&UNSYNCED);
+    f(g.get_or_insert_with(HashSet::new))
+}
+
 fn with<R>(f: impl FnOnce(&mut HashMap<PathBuf, Vec<u8>>) -> R) -> R {
     let mut g = lock(&DURABLE);
     f(g.get_or_insert_with(HashMap::new))
@@ -33,6 +43,9 @@ fn with<R>(f: impl FnOnce(&mut HashMap<PathBuf, Vec<u8>>) -> R) -> R {
 
 /// `[offset, offset + len)` of `path` was made durable: its current bytes become durable.
 pub(crate) fn synced(path: &Path, offset: usize, len: usize) {
+    if with_unsynced(|s| s.contains(path)) {
+        return;
+    }
     let Ok(file) = std::fs::File::open(path) else {
         return;
     };
@@ -56,6 +69,20 @@ pub(crate) fn created(path: &Path, size: usize) {
     with(|m| m.insert(path.to_path_buf(), vec![0u8; size]));
 }
 
+/// `path` was created without fsync: it is not on the simulated disk, and msyncs of it do not
+/// count, until [`created_now`].
+pub(crate) fn unsynced(path: &Path) {
+    with_unsynced(|s| s.insert(path.to_path_buf()));
+}
+
+/// `path` (created [`unsynced`], `size` bytes) and its directory were fsynced: every byte it
+/// holds now is durable.
+pub(crate) fn created_now(path: &Path, size: usize) {
+    with_unsynced(|s| s.remove(path));
+    created(path, size);
+    synced(path, 0, size);
+}
+
 /// `path` was replaced as a whole by `bytes` (fsync, rename, directory fsync).
 pub(crate) fn replaced(path: &Path, bytes: &[u8]) {
     with(|m| m.insert(path.to_path_buf(), bytes.to_vec()));
@@ -63,6 +90,7 @@ pub(crate) fn replaced(path: &Path, bytes: &[u8]) {
 
 /// `path` was deleted.
 pub(crate) fn removed(path: &Path) {
+    with_unsynced(|s| s.remove(path));
     with(|m| m.remove(path));
 }
 
@@ -79,5 +107,6 @@ pub fn durable_image(root: &Path) -> HashMap<PathBuf, Vec<u8>> {
 
 /// Forgets every file under `root`.
 pub fn forget(root: &Path) {
+    with_unsynced(|s| s.retain(|p| !p.starts_with(root)));
     with(|m| m.retain(|p, _| !p.starts_with(root)));
 }

@@ -433,7 +433,9 @@ impl Store {
             Arc::clone(&self.reput_signal),
             Arc::clone(&self.health),
         )?);
-        services.push(spawn(flush_cq, Signal::new(), Arc::clone(&self.health))?);
+        let flush_cq_signal = Signal::new();
+        self.cqs.wake_on_creation(Arc::clone(&flush_cq_signal));
+        services.push(spawn(flush_cq, flush_cq_signal, Arc::clone(&self.health))?);
         if let Some(core) = self
             .schedule
             .as_ref()

@@ -723,3 +723,57 @@ fn readers_never_see_unpublished_units() {
     }
     writer.join().unwrap();
 }
+
+fn pending(cqs: &ConsumeQueueStore) -> Vec<String> {
+    lock(&cqs.syncs.pending)
+        .iter()
+        .map(|c| match c {
+            Created::File(p, _) | Created::Dir(p) => p.display().to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn creations_are_left_to_the_next_flush_which_syncs_them_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let cqs = ConsumeQueueStore::load(dir.path(), SMALL, true).unwrap();
+    let q = cqs.find_or_create(TOPIC, 0).unwrap();
+    fill(&q, 0, 301); // two files
+    let root = dir.path().display().to_string();
+    let qdir = q.dir().display().to_string();
+    let got = pending(&cqs);
+    // The root, consumequeue/ and the topic directory gained an entry; then the two files.
+    assert_eq!(
+        got,
+        vec![
+            root.clone(),
+            format!("{root}/consumequeue"),
+            format!("{root}/consumequeue/{TOPIC}"),
+            format!("{qdir}/00000000000000000000"),
+            format!("{qdir}/00000000000000006000"),
+        ]
+    );
+    // A flush of one queue makes every creation durable before it msyncs a unit.
+    assert!(q.flush(0).unwrap());
+    assert!(pending(&cqs).is_empty());
+    cqs.flush_all(0).unwrap();
+}
+
+#[test]
+fn a_pending_creation_never_keeps_a_file_shared_nor_fails_once_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let cqs = ConsumeQueueStore::load(dir.path(), SMALL, true).unwrap();
+    let q = cqs.find_or_create(TOPIC, 0).unwrap();
+    fill(&q, 0, 400);
+    // Truncation needs the files exclusively: the pending list holds paths only.
+    q.truncate_dirty(0).unwrap();
+    assert_eq!(q.file_count(), 0);
+    assert!(!pending(&cqs).is_empty());
+    cqs.sync_creations().unwrap();
+    assert!(pending(&cqs).is_empty());
+    // A file created again under the same name is synced again.
+    assert!(q.put(nth(0, 0), 0).unwrap());
+    assert_eq!(pending(&cqs).len(), 1);
+    cqs.flush_below(u64::MAX).unwrap();
+    assert!(pending(&cqs).is_empty());
+}

@@ -49,6 +49,18 @@ pub(crate) struct CreateOptions {
     pub(crate) prealloc: Option<u64>,
 }
 
+/// `fsync` of a new file and of its directory (`CREATE_FSYNC` failpoint).
+fn sync_new_file(file: &File, path: &Path) -> Result<()> {
+    fail::fail_point!(fp::CREATE_FSYNC, |arg| Err(fp::injected(
+        "fsync", path, arg
+    )));
+    file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
+    if let Some(dir) = path.parent() {
+        crate::util::fsync_dir(dir)?;
+    }
+    Ok(())
+}
+
 /// Granularity of incremental preallocation.
 const ALLOC_STEP: u64 = 1 << 20;
 
@@ -117,13 +129,7 @@ impl MappedFile {
                 }
             };
             if opts.sync {
-                fail::fail_point!(fp::CREATE_FSYNC, |arg| Err(fp::injected(
-                    "fsync", path, arg
-                )));
-                file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
-                if let Some(dir) = path.parent() {
-                    crate::util::fsync_dir(dir)?;
-                }
+                sync_new_file(&file, path)?;
                 #[cfg(feature = "powerloss")]
                 crate::powerloss::created(path, size);
             }
@@ -533,6 +539,28 @@ impl MappedFile {
         if self.locked.swap(false, Ordering::AcqRel) {
             let _ = self.map.mapping().unlock();
         }
+    }
+
+    /// Makes the creation of the file at `path` (`size` bytes, created without
+    /// [`CreateOptions::sync`]) durable: `fsync` of the file and of its directory (the directory
+    /// entry). A file that no longer exists (destroyed since) needs nothing: `Ok`. Takes a path,
+    /// not the `MappedFile`, so that a pending `fsync` never keeps a file shared (truncation and
+    /// recovery need it exclusively).
+    ///
+    /// # Errors
+    /// The failed `open` or `fsync`, with the path.
+    pub(crate) fn sync_created(path: &Path, size: usize) -> Result<()> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        sync_new_file(&file, path)?;
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::created_now(path, size);
+        #[cfg(not(feature = "powerloss"))]
+        let _ = size;
+        Ok(())
     }
 
     /// Unlinks the file. The mapping stays valid until the last `Arc` is dropped (mmap

@@ -7,6 +7,11 @@
 //! flush, logicsMsgTimestamp the store time of the last dispatched record, indexMsgTimestamp the
 //! end time of the last full index file; our extension records the durable commit log offset.
 //!
+//! New consume queue files and directories: the dispatch thread creates them without `fsync`
+//! and wakes this service, which makes them durable at once (a round that does only that);
+//! every flush, so every full round, makes them durable first, before any unit in them is
+//! flushed or covered by the checkpoint (see `consume_queue`'s module doc).
+//!
 //! Recovery window (issue 17): each run also makes the index durable up to its newest entry
 //! (msync of the header, slots and written entries) and fully flushes every consume queue
 //! whose first unflushed unit names a record below the dispatch position captured one run
@@ -158,6 +163,8 @@ pub(crate) struct FlushCqService {
     captured: Option<(i64, u64)>,
     /// The newest index mark that counts.
     index_mark: Option<IndexMark>,
+    /// When the last full round (flush, window, checkpoint) ran.
+    last_round: Instant,
 }
 
 impl FlushCqService {
@@ -178,6 +185,7 @@ impl FlushCqService {
             boot_id: crate::util::boot_id(),
             captured: None,
             index_mark: None,
+            last_round: Instant::now(),
         }
     }
 
@@ -230,7 +238,16 @@ impl Service for FlushCqService {
         self.interval
     }
 
-    fn run_once(&mut self, _why: Wake) -> Result<()> {
+    fn run_once(&mut self, why: Wake) -> Result<()> {
+        if why == Wake::Notified
+            && self.cqs.wakes_on_creation()
+            && self.last_round.elapsed() < self.interval
+        {
+            // Woken by a consume queue creating a file or directory: make the creation durable
+            // now, while the file is nearly empty, and leave the full round to its interval.
+            return self.cqs.sync_creations();
+        }
+        self.last_round = Instant::now();
         let thorough = self.last_thorough.elapsed() >= self.thorough_interval;
         if thorough {
             self.last_thorough = Instant::now();
