@@ -31,7 +31,8 @@
 //! `PAGEFILL_IDLE_MS` first, so the page cache it fills comes from pages the host dropped.
 //!
 //! Run: `cargo bench -p rocketstore-benches --bench pagefill` (`ROCKETSTORE_BENCH_DIR` picks
-//! the disk).
+//! the disk; about a minute). A filter argument that does not match `pagefill` (as in
+//! `cargo bench -p rocketstore-benches -- append_async`) skips it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs::{File, OpenOptions};
@@ -192,6 +193,15 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
+    // `cargo bench -- <filter>` passes the filter to every bench binary: run only when there is
+    // none or it names this probe.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if !filters.is_empty() && !filters.iter().any(|f| "pagefill".contains(f.as_str())) {
+        return;
+    }
     let mb = env_usize("PAGEFILL_MB", 256);
     let chunk_kb = env_usize("PAGEFILL_CHUNK_KB", 256);
     let rounds = env_usize("PAGEFILL_ROUNDS", 5).max(1);
