@@ -11,7 +11,9 @@
 //!
 //! * `append_async/put_batch/<size> cpu` (printed, and in `$ROCKETSTORE_BENCH_SUMMARY`): after
 //!   each `put_batch` bench, ~768 MiB of `put_batch` on a fresh store until dispatched, with
-//!   msg/s and whole-process CPU nanoseconds per message (all threads).
+//!   msg/s and whole-process CPU nanoseconds per message (all threads). With
+//!   `ROCKETSTORE_BENCH_WARM_MB=n`, n MiB are written first, untimed;
+//!   `ROCKETSTORE_BENCH_TRANSIENT=1` enables the transient store pool.
 //! * `append_async/put_batch_py_shape/<size> cpu`: the same measure on the messages and store
 //!   of `rocketstore bench`'s Python `put_batch` row (`python/rocketstore/_bench.py`: 4 topics x
 //!   8 queues, 3 tags, a distinct key `k-<i>` per message, a body starting with the row number,
@@ -160,9 +162,19 @@ const CPU_PASS_BYTES: usize = 768 << 20;
 fn cpu_pass(fresh: &mut Fresh, msgs: &[PutMessage<'_>], size: usize) {
     fresh.reset();
     let store = fresh.get();
-    wait_dispatched(store);
     // ~180 bytes of header, topic and properties per record.
-    let batches = (CPU_PASS_BYTES / ((size + 180) * msgs.len())).max(1);
+    let per_batch = (size + 180) * msgs.len();
+    // `$ROCKETSTORE_BENCH_WARM_MB` MiB of records first (default none), untimed: a store that has
+    // run a while (its transient write buffers, if any, already allocated and reused).
+    let warm_mb: usize = std::env::var("ROCKETSTORE_BENCH_WARM_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for _ in 0..(warm_mb << 20) / per_batch {
+        std::hint::black_box(store.put_batch(msgs).unwrap());
+    }
+    wait_dispatched(store);
+    let batches = (CPU_PASS_BYTES / per_batch).max(1);
     let meter = CpuMeter::start();
     for _ in 0..batches {
         std::hint::black_box(store.put_batch(msgs).unwrap());

@@ -9,7 +9,8 @@ Prints msg/s (messages / that wall time) and whole-process CPU ns per message
 
     .venv/bin/python benches/put_probe.py 100 1024 4096
 
-``ROCKETSTORE_BENCH_DIR`` picks the directory for the store (default: the temp dir).
+``ROCKETSTORE_BENCH_DIR`` picks the directory for the store (default: the temp dir);
+``ROCKETSTORE_BENCH_TRANSIENT=1`` enables the transient store pool, as for the Rust pass.
 """
 
 import os
@@ -30,6 +31,7 @@ CONFIG = {
     "max_hash_slot_num": 1_000_000,
     "max_index_num": 4_000_000,
     "populate_mapped_file": True,
+    "transient_store_pool_enable": os.environ.get("ROCKETSTORE_BENCH_TRANSIENT") == "1",
 }
 
 

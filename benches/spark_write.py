@@ -8,6 +8,7 @@ a local[2] session (as ``rocketstore bench --spark``), then times round after ro
   (the JVM -> Python worker transfer, nothing written): the floor of any Python data source;
 * ``noop_nogc``: the same with the worker's heap frozen (``--only`` it);
 * ``rocketstore``: ``df.write.format("rocketstore")``;
+* ``rocketstore_transient``: the same with ``transient_store_pool_enable`` (``--only`` it);
 * ``rocketstore_gc_on``: the same without the frozen worker heap (``--only``);
 * ``profiled``: the same writer with per-step thread CPU in the Python worker (``--profile``).
 
@@ -253,6 +254,13 @@ def _writers(df: Any, fsize: str) -> dict[str, Any]:
             df.write.format("rocketstore")
             .mode("overwrite")
             .option("mapped_file_size_commit_log", fsize)
+            .save(str(p))
+        ),
+        "rocketstore_transient": lambda p: (
+            df.write.format("rocketstore")
+            .mode("overwrite")
+            .option("mapped_file_size_commit_log", fsize)
+            .option("transient_store_pool_enable", "true")
             .save(str(p))
         ),
         "rocketstore_gc_on": lambda p: (

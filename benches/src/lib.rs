@@ -19,6 +19,9 @@ use rocketstore::{PutMessage, Store, StoreConfig};
 pub const BENCH_DIR_ENV: &str = "ROCKETSTORE_BENCH_DIR";
 /// Environment variable naming a file the benches append their extra figures to (JSON lines).
 pub const SUMMARY_ENV: &str = "ROCKETSTORE_BENCH_SUMMARY";
+/// Environment variable that, set to `1`, makes [`bench_config`] enable the transient store pool
+/// (messages written into pooled buffers, committed into the files with `pwrite`).
+pub const TRANSIENT_ENV: &str = "ROCKETSTORE_BENCH_TRANSIENT";
 
 /// Commit log file size used by the append benches (128 MiB).
 pub const FILE_SIZE: u64 = 128 * 1024 * 1024;
@@ -43,6 +46,7 @@ pub fn bench_root(name: &str) -> tempfile::TempDir {
 
 /// RocketMQ's defaults, except: `file_size`-byte commit log files, an index of 1 M slots and
 /// 4 M entries per file (84 MB instead of 420 MB), and at most 64 K consume queue units per file.
+/// `transient_store_pool_enable` follows `$ROCKETSTORE_BENCH_TRANSIENT`.
 pub fn bench_config(file_size: u64) -> StoreConfig {
     let mut c = StoreConfig::default();
     c.mapped_file_size_commit_log = file_size;
@@ -50,6 +54,7 @@ pub fn bench_config(file_size: u64) -> StoreConfig {
     c.max_hash_slot_num = 1_000_000;
     c.max_index_num = 4_000_000;
     c.populate_mapped_file = true;
+    c.transient_store_pool_enable = std::env::var(TRANSIENT_ENV).is_ok_and(|v| v == "1");
     c
 }
 

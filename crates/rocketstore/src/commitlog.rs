@@ -283,7 +283,7 @@ impl CommitLog {
             sync_flush_timeout: Duration::from_millis(cfg.sync_flush_timeout),
             create_opts: CreateOptions {
                 sync: cfg.fsync_directory,
-                populate: cfg.populate_mapped_file,
+                populate: cfg.prefault_commit_log(),
                 warm,
                 prealloc: None,
             },

@@ -356,14 +356,15 @@ store_config! {
         os_page_cache_busy_timeout_mills: u64 = 1000, [1, 3_600_000], Some("osPageCacheBusyTimeOutMills");
     }
     bools {
-        /// Write messages into pooled buffers that a commit service copies into the file
-        /// (RocketMQ `transientStorePoolEnable`). Readers see only committed bytes.
+        /// Write messages into pooled buffers that a commit service writes into the file with
+        /// `pwrite` (RocketMQ `transientStorePoolEnable`). Readers see only committed bytes.
         transient_store_pool_enable = false, Some("transientStorePoolEnable");
         /// Touch every page of a new commit log file, then `mlock` it (RocketMQ
         /// `warmMapedFileEnable`).
         warm_mapped_file_enable = false, Some("warmMapedFileEnable");
         /// Pre-fault every page of a new commit log file for writing (`MADV_POPULATE_WRITE`) in
-        /// the allocate service, so the writer takes no page faults (ours).
+        /// the allocate service, so the writer takes no page faults (ours). Not done with
+        /// `transient_store_pool_enable`: its commit writes with `pwrite`, which needs no fault.
         populate_mapped_file = true, None;
         /// Async flush sleeps its interval (true) or waits and can be woken by puts (false)
         /// (RocketMQ `flushCommitLogTimed`).
@@ -436,6 +437,12 @@ fn str_value<'a>(key: &str, value: &'a ConfigValue) -> Result<&'a str> {
 }
 
 impl StoreConfig {
+    /// New commit log files are pre-faulted: `populate_mapped_file`, unless messages go through
+    /// the transient store pool (its commit `pwrite`s whole pages, which needs no fault).
+    pub(crate) fn prefault_commit_log(&self) -> bool {
+        self.populate_mapped_file && !self.transient_store_pool_enable
+    }
+
     fn str_fields() -> Vec<FieldInfo> {
         let d = StoreConfig::default();
         vec![

@@ -20,7 +20,7 @@ pub const CREATE_FSYNC: &str = "mapped_file::create::fsync";
 pub const MAP: &str = "mapped_file::map::mmap";
 /// `msync` of a flush.
 pub const FLUSH_MSYNC: &str = "mapped_file::flush::msync";
-/// Copy from the transient buffer into the file (commit).
+/// Write (`pwrite`) of the transient buffer into the file (commit).
 pub const COMMIT_COPY: &str = "mapped_file::commit::copy";
 /// Writing the checkpoint file.
 pub const CHECKPOINT_WRITE: &str = "checkpoint::write";

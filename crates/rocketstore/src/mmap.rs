@@ -26,7 +26,10 @@
 //!
 //! 1. **Exclusive directory.** A writable store root is locked with an exclusive `flock` on
 //!    `<root>/lock`, so no other process of ours maps its files for writing, and no other code
-//!    writes them. Read-only opens of a foreign store do not lock; they document that the files
+//!    writes them. Within the process, a mapped file is written only through its mapping or by
+//!    [`AppendWriter::write_file`] (`pwrite` of the mapped file, at or above the watermark,
+//!    through the region's one write handle), so invariants 3 and 4 cover both: the Linux page
+//!    cache is shared between `pwrite` and `MAP_SHARED` mappings of the same file. Read-only opens of a foreign store do not lock; they document that the files
 //!    must not be modified or truncated while they are open (a truncated file raises SIGBUS on
 //!    access, which is a crash, not memory corruption). No type can express what another
 //!    process does; this is the one invariant the engine states rather than checks.
@@ -436,6 +439,26 @@ impl AppendWriter {
         self.write_with(offset, data.len(), |dst| dst.copy_from_slice(data))
     }
 
+    /// Writes `data` at `offset` of `file` with `pwrite` instead of through the mapping (a
+    /// full-page write of a buffered file is neither read nor zero-filled first, and takes no
+    /// page fault). `file` must be the file this region maps (invariant 1). `None` (writing
+    /// nothing) as in [`AppendWriter::write_with`]; the bytes are visible through the mapping
+    /// when it returns, and readable once published.
+    pub(crate) fn write_file(
+        &mut self,
+        file: &File,
+        offset: usize,
+        data: &[u8],
+    ) -> Option<io::Result<()>> {
+        use std::os::unix::fs::FileExt;
+        let r = &self.region;
+        let end = offset.checked_add(data.len())?;
+        if !r.map.writable || offset < r.words || offset < self.published() || end > r.map.len {
+            return None;
+        }
+        Some(file.write_all_at(data, offset as u64))
+    }
+
     /// Raises the watermark to `end` (clamped to the mapping) with `Release`: every byte below
     /// it must be in place. Never lowers it.
     #[inline]
@@ -596,5 +619,17 @@ mod tests {
         let mut ro = Arc::try_unwrap(ro).unwrap();
         assert!(ro.touch_pages(0, 4096, |_, _| Ok(())).is_err());
         assert!(ro.zero_dirty(0).is_none());
+
+        // pwrite of the mapped file: above the watermark only, seen through the mapping.
+        assert!(w.write_file(&f, 2, b"no").is_none(), "below the watermark");
+        assert!(w.write_file(&f, 4095, b"no").is_none(), "past the end");
+        w.write_file(&f, 4, b"cafe").unwrap().unwrap();
+        w.publish(8);
+        assert_eq!(r.read(0, 8).unwrap(), b"lockcafe");
+        let ro = Arc::new(ro);
+        assert!(
+            ro.writer().unwrap().write_file(&f, 8, b"x").is_none(),
+            "read-only mapping"
+        );
     }
 }

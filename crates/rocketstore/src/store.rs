@@ -207,7 +207,7 @@ impl Store {
                 &commitlog_dir,
                 CreateOptions {
                     sync: config.fsync_directory,
-                    populate: config.populate_mapped_file,
+                    populate: config.prefault_commit_log(),
                     warm,
                     prealloc: None,
                 },

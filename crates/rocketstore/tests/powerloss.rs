@@ -2,15 +2,17 @@
 //!
 //! The engine, built with `--features powerloss`, tells a simulated disk
 //! (`rocketstore::powerloss`) which bytes each successful msync/fsync made durable. A workload
-//! runs in SYNC_FLUSH or ASYNC_FLUSH mode with its background services; at random points the
+//! runs in SYNC_FLUSH or ASYNC_FLUSH mode (the latter also through the transient store pool,
+//! mode `pool`) with its background services; at random points the
 //! test takes the durable image of every file and the live files, and builds images a power cut
 //! could leave: every 4 KiB page written since its last sync is independently kept, lost (its
 //! durable bytes) or torn (a prefix of 512-byte sectors of the new page, the rest durable), for
 //! the commit log, consume queues and index files together; the checkpoint (replaced by fsync +
 //! rename) is kept or lost as a whole. The image's checkpoint gets an unknown boot id, as after
 //! a reboot. Each image is opened (abnormal recovery) and checked:
-//! - no message acknowledged as durable is lost (SYNC: PUT_OK; ASYNC: below the flushed offset
-//!   read when the image was taken), bit-exact, in its consume queue, found by its key;
+//! - no message acknowledged as durable is lost (SYNC: PUT_OK; ASYNC and pool: below the
+//!   flushed offset read when the image was taken), bit-exact, in its consume queue, found by
+//!   its key;
 //! - every record has its consume queue unit and index entry, and queues hold nothing else;
 //! - recovery walked only from the checkpoint's recovery window when it has one (issue 17);
 //! - no panic, and a later put works.
@@ -57,6 +59,11 @@ fn config(mode: &str) -> StoreConfig {
     };
     c.set("flush_disk_type", ConfigValue::Str(flush.into()))
         .unwrap();
+    if mode == "pool" {
+        // ASYNC_FLUSH through the transient store pool: the commit service `pwrite`s.
+        c.set("transient_store_pool_enable", ConfigValue::Bool(true))
+            .unwrap();
+    }
     c
 }
 
@@ -394,7 +401,7 @@ fn run(images: usize) {
     let mut rng = Rng(seed | 1);
     let mut round = 0;
     while stats.images < images {
-        let mode = if round % 2 == 0 { "sync" } else { "async" };
+        let mode = ["sync", "async", "pool"][round % 3];
         let (wseed, puts) = (rng.next(), 80 + rng.below(160));
         println!("workload {mode}:{wseed}:{puts}");
         workload(mode, wseed, puts, 6, &mut stats);
@@ -409,7 +416,7 @@ fn run(images: usize) {
     );
     let p = |q: usize| stats.recovery[(stats.recovery.len() - 1) * q / 100];
     println!(
-        "power loss: {} images from {round} SYNC/ASYNC workloads (seed {seed}; \
+        "power loss: {} images from {round} SYNC/ASYNC/pool workloads (seed {seed}; \
          ROCKETSTORE_POWERLOSS_SEED reproduces), {} dirty pages kept/lost/torn, {} durable acks \
          checked, {} recovered from the checkpoint window, 0 violations; recovery per image \
          p50 {:?}, p99 {:?}, max {:?}",

@@ -3,8 +3,8 @@
 //! Cursor protocol (positions are byte offsets within the file):
 //! - `wrote`: bytes appended (into the mapping, or into the transient buffer when one is
 //!   attached). Published with `Release` by the single writer after the bytes are in place.
-//! - `committed`: bytes copied from the transient buffer into the mapping. Without a buffer it
-//!   is not used and the read position is `wrote`.
+//! - `committed`: bytes written from the transient buffer into the file (`pwrite`). Without a
+//!   buffer it is not used and the read position is `wrote`.
 //! - `flushed`: bytes known durable (msync returned OK). Advanced only after a successful flush,
 //!   never past bytes a failed flush covered.
 //!
@@ -14,7 +14,7 @@
 //! [`AppendRegion`] whose watermark *is* the read position, so [`MappedFile::slice`] cannot hand
 //! out a byte the writer may still write. Appends go through the one [`FileWriter`] of a file
 //! (claimed with [`MappedFile::writer`]; it writes the transient buffer when one is attached,
-//! else the mapping), the commit service claims the mapping's write handle for each copy, and
+//! else the mapping), the commit service claims the mapping's write handle for each `pwrite`, and
 //! what rewrites published bytes (`set_positions`, `zero_dirty_tail`, `warm`) takes
 //! `&mut MappedFile`, which the file queue gets with `Arc::get_mut` only while nobody else holds
 //! the file.
@@ -75,10 +75,7 @@ struct Borrowed {
 #[derive(Debug)]
 pub(crate) struct MappedFile {
     path: PathBuf,
-    #[allow(
-        dead_code,
-        reason = "keeps the descriptor for metadata (mtime) queries"
-    )]
+    /// The descriptor: metadata (mtime) queries, and `pwrite` of a transient buffer's commit.
     file: File,
     from: u64,
     size: usize,
@@ -434,7 +431,8 @@ impl MappedFile {
         }
     }
 
-    /// Copies `[committed, wrote)` from the transient buffer into the mapping. Returns the new
+    /// Writes `[committed, wrote)` of the transient buffer into the file (`pwrite`; readers
+    /// see it through the mapping once committed). Returns the new
     /// committed position. When the file is full and fully committed the buffer goes back to the
     /// pool.
     pub(crate) fn commit(&self, least_pages: usize) -> Result<usize> {
@@ -456,10 +454,17 @@ impl MappedFile {
                     crate::CorruptionKind::BadLength,
                 )
             })?;
+            // `pwrite`, not a copy through the mapping: whole pages of a buffered file are
+            // written into the page cache without being read or zero-filled first and without
+            // a page fault each (RocketMQ's `FileChannel.write`). The mapping's write handle is
+            // held so nothing else writes above the watermark meanwhile; readers keep reading
+            // through the mapping (the page cache is shared).
             let mut w = self.map.writer().ok_or_else(|| busy(&self.path))?;
-            w.write(committed, src).ok_or_else(|| Error::ReadOnly {
-                path: self.path.clone(),
-            })?;
+            w.write_file(&self.file, committed, src)
+                .ok_or_else(|| Error::ReadOnly {
+                    path: self.path.clone(),
+                })?
+                .map_err(|e| Error::io("pwrite", &self.path, e))?;
             // Release: readers that see the new watermark see the copied bytes.
             w.publish(wrote);
             self.committed.store(wrote, Ordering::Release);
