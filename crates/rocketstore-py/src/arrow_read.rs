@@ -1166,7 +1166,8 @@ fn build_split<W: Walk>(
             let after = plan.get(b).map_or(taken, |&(_, t)| t);
             (b - a, after.stored - prior.stored)
         };
-        let mut cols = MessageColumns::continuing(prior, rows, plan_bytes, max_bytes, (Part::All, false));
+        let mut cols =
+            MessageColumns::continuing(prior, rows, plan_bytes, max_bytes, (Part::All, false));
         let (end, limit) = if last {
             (None, max - a)
         } else {
@@ -1224,10 +1225,8 @@ impl Walk for LogWalk<'_> {
     fn settled(&self) -> Option<Self> {
         let end = self.end.min(self.store.max_commitlog_offset());
         let from = self.from.max(self.store.min_commitlog_offset());
-        (end.saturating_sub(from) >= (PARALLEL_MIN_BYTES / 2) as u64).then_some(LogWalk {
-            end,
-            ..*self
-        })
+        (end.saturating_sub(from) >= (PARALLEL_MIN_BYTES / 2) as u64)
+            .then_some(LogWalk { end, ..*self })
     }
 
     fn plan(&self, f: &mut dyn FnMut(u64, usize) -> bool) -> Option<()> {
