@@ -1001,12 +1001,16 @@ trait Walk: Sync {
     /// A record's position (commit log offset, or queue offset).
     type Pos: Copy + Send + Sync + PartialEq;
 
-    /// This walk ending where the readable records end now, so that two walks of it take the
-    /// same records while the store grows; `None` if what is left is too small to be worth
-    /// a second thread.
+    /// For a two-thread build by columns ([`build_by_columns`]): this walk ending where the
+    /// readable records end now, so that two walks of it take the same records while the
+    /// store grows. `None` (the default) to split by rows instead, or if what is left is too
+    /// small to be worth a second thread.
     fn settled(&self) -> Option<Self>
     where
-        Self: Sized;
+        Self: Sized,
+    {
+        None
+    }
 
     /// The cheap first pass: `f(position, stored size)` for the records from the start of the
     /// batch, in order, until `f` returns `false`. May stop early (the last thread then reads
@@ -1030,7 +1034,8 @@ trait Walk: Sync {
 /// Builds one batch of at most `max` rows and `max_bytes` stored bytes (but for the first row).
 ///
 /// On one thread unless the batch is large ([`MIN_ROWS_PER_THREAD`] rows per thread,
-/// [`PARALLEL_MIN_BYTES`]): then a first pass ([`Walk::plan`], a few bytes per record) finds
+/// [`PARALLEL_MIN_BYTES`]). Two threads reading the commit log split the columns
+/// ([`build_by_columns`]); otherwise a first pass ([`Walk::plan`], a few bytes per record) finds
 /// the records the batch takes, the rows are cut into as many contiguous ranges as the work
 /// pays threads for ([`build_threads`] at most), each thread builds every column of its range
 /// (decoding, CRC checks and all per-record work in parallel) starting from the [`Taken`]
@@ -1046,10 +1051,9 @@ fn build<W: Walk>(
 ) -> rocketstore::Result<(MessageColumns, W::Pos)> {
     let threads = build_threads().min(rows_hint / MIN_ROWS_PER_THREAD);
     if threads >= 2 && max_bytes >= PARALLEL_MIN_BYTES {
-        let built = if threads == 2 {
-            build_by_columns(walk, rows_hint, max, max_bytes)
-        } else {
-            build_split(walk, threads, max, max_bytes)
+        let built = match walk.settled() {
+            Some(settled) if threads == 2 => build_by_columns(&settled, rows_hint, max, max_bytes),
+            _ => build_split(walk, threads, max, max_bytes),
         };
         if let Some(built) = built {
             return Ok(built);
@@ -1080,7 +1084,8 @@ pub(crate) fn _arrow_split_counts() -> (u64, u64) {
 /// part (at 100 B bodies the other part takes them; at 1 KiB the copy outweighs the rest).
 const BODY_WITH_PROPERTIES_ABOVE: usize = 512;
 
-/// The parallel path of [`build`] for two threads: each walks every record of the batch
+/// The parallel path of [`build`] for two threads over the commit log (`walk` settled): each
+/// walks every record of the batch
 /// (the same admission rule, so both end it at the same record) and builds half of the
 /// columns ([`Part`]), then converts them to Arrow arrays (the UTF-8 checks) on its own
 /// thread. Nothing is planned, nothing is copied twice, and the calling thread is left with
@@ -1093,7 +1098,6 @@ fn build_by_columns<W: Walk>(
     max: usize,
     max_bytes: usize,
 ) -> Option<(MessageColumns, W::Pos)> {
-    let walk = walk.settled()?;
     // Bodies of records larger than this are copied by the properties part, smaller ones by
     // the other part, so that both have about as much to do (the first record decides).
     let mut first = 0;
@@ -1140,8 +1144,9 @@ fn build_by_columns<W: Walk>(
     }
 }
 
-/// The parallel path of [`build`] for three or more threads (row ranges); `None` to build on
-/// one thread instead.
+/// The parallel path of [`build`] by row ranges (three or four threads; two for the queue
+/// walk, whose scattered records would cost both threads of a column split their cache
+/// misses); `None` to build on one thread instead.
 fn build_split<W: Walk>(
     walk: &W,
     threads: usize,
@@ -1300,21 +1305,7 @@ struct QueueWalk<'a> {
 impl Walk for QueueWalk<'_> {
     type Pos = i64;
 
-    fn settled(&self) -> Option<Self> {
-        let QueueSpan {
-            topic,
-            queue_id,
-            end,
-            ..
-        } = self.span;
-        let end = end.min(self.store.max_offset_in_queue(topic, queue_id));
-        Some(QueueWalk {
-            store: self.store,
-            span: QueueSpan { end, ..self.span },
-        })
-    }
-
-    fn plan(&self, f: &mut dyn FnMut(i64, usize) -> bool) -> Option<()> {
+        fn plan(&self, f: &mut dyn FnMut(i64, usize) -> bool) -> Option<()> {
         let QueueSpan {
             topic,
             queue_id,
