@@ -1305,7 +1305,7 @@ struct QueueWalk<'a> {
 impl Walk for QueueWalk<'_> {
     type Pos = i64;
 
-        fn plan(&self, f: &mut dyn FnMut(i64, usize) -> bool) -> Option<()> {
+    fn plan(&self, f: &mut dyn FnMut(i64, usize) -> bool) -> Option<()> {
         let QueueSpan {
             topic,
             queue_id,
