@@ -104,8 +104,8 @@ def _arrow_split_counts() -> tuple[int, int]:
 
 def _arrow_read_threads(threads: int | None = None) -> int:
     """The threads one Arrow read batch may use; ``threads`` (1-4) sets it for this process
-    whatever the cores (for tests: 2 splits ``read_arrow``'s columns, 3-4 the rows). Returns the value
-    before the call."""
+    whatever the cores (for tests: 2 splits ``read_arrow``'s columns, 3-4 the rows).
+    Returns the value before the call."""
 
 _ConfigValue: TypeAlias = int | bool | str
 
