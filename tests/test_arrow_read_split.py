@@ -1,12 +1,12 @@
-"""Large Arrow read batches, which several threads build by contiguous row ranges (on a machine
-with two or more cores): the same rows, the same batch ends and the same errors as batches of
-a few rows, which one thread builds.
+"""Large Arrow read batches, which several threads build (on a machine with two or more cores:
+two threads reading the commit log split the columns, otherwise threads take row ranges): the
+same rows, the same batch ends and the same errors as batches of a few rows, which one thread
+builds.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,13 +79,13 @@ def table(batches: list[pa.RecordBatch]) -> pa.Table:
     return pa.Table.from_batches(batches, schema=MESSAGE_SCHEMA)
 
 
-#: Whether large batches are split here (two or more cores, no thread cap in the environment).
-SPLITS = (os.cpu_count() or 1) >= 2 and os.environ.get("ROCKETSTORE_ARROW_READ_THREADS", "") in (
-    "",
-    "2",
-    "3",
-    "4",
-)
+@pytest.fixture(autouse=True, params=[2, 4], ids=["two-threads-columns", "four-threads-rows"])
+def threads(request: pytest.FixtureRequest) -> Iterator[int]:
+    """Every test runs with two build threads (`read_arrow`: a column split) and four (row
+    ranges), whatever the machine's cores."""
+    before = _native._arrow_read_threads(request.param)
+    yield request.param
+    _native._arrow_read_threads(before)
 
 
 def split_counts_since(before: tuple[int, int]) -> tuple[int, int]:
@@ -99,7 +99,7 @@ def assert_split_ran(before: tuple[int, int], *, expect_split: bool = True) -> N
     to one thread (a fallback gives the same rows, so only this shows the split path works)."""
     builds, fallbacks = split_counts_since(before)
     assert fallbacks == 0
-    if SPLITS and expect_split:
+    if expect_split:
         assert builds > 0
 
 
@@ -169,6 +169,16 @@ def test_get_message_arrow_split_over_one_long_queue(tmp_path: Path) -> None:
             batch, offset = s.get_message_arrow("Long", 0, offset, 100)
             parts.append(batch)
         assert table([whole]).equals(table(parts))
+        # A tag filter decides per record: the rows cannot be planned, one thread builds them.
+        before = _native._arrow_split_counts()
+        tagged, nxt = s.get_message_arrow("Long", 0, 0, 65536, tags="TagL")
+        assert_split_ran(before, expect_split=False)
+        assert (tagged.num_rows, nxt) == (sum(1 for i in range(n) if i % 6), n)
+        parts, offset = [], 0
+        while offset < n:
+            batch, offset = s.get_message_arrow("Long", 0, offset, 100, tags="TagL")
+            parts.append(batch)
+        assert table([tagged]).equals(table(parts))
 
 
 def test_damage_in_a_later_range_is_reported_like_one_thread(tmp_path: Path) -> None:
@@ -190,10 +200,9 @@ def test_damage_in_a_later_range_is_reported_like_one_thread(tmp_path: Path) -> 
         with pytest.raises(CorruptionError) as info:
             s.read_arrow(0, verify_crc=True)
         assert info.value.offset == offset
-        if SPLITS:
-            # The range holding the damaged record failed, so the batch was built again on one
-            # thread, which reports the error where a sequential read does.
-            assert split_counts_since(before) == (0, 1)
+        # The thread that checks the CRCs failed, so the batch was built again on one thread,
+        # which reports the error where a sequential read does.
+        assert split_counts_since(before) == (0, 1)
         assert info.value.kind == "CRC mismatch"
         with pytest.raises(CorruptionError) as info:
             s.get_message_arrow(victim["topic"], victim["queue_id"], 0, verify_crc=True)

@@ -81,6 +81,7 @@ __all__ = [
     "StoreReport",
     "UnsupportedFormatError",
     "__version__",
+    "_arrow_read_threads",
     "_arrow_split_counts",
     "arrow_schema",
     "body_digest",
@@ -98,8 +99,13 @@ __version__: str
 DEFAULT_MAX_BATCH_BYTES: int
 
 def _arrow_split_counts() -> tuple[int, int]:
-    """Arrow read batches built by row ranges on several threads, and split builds given up
-    for one thread after their ranges ran, since the process started (for tests)."""
+    """Arrow read batches built on several threads, and split builds given up for one thread
+    after their threads ran, since the process started (for tests)."""
+
+def _arrow_read_threads(threads: int | None = None) -> int:
+    """The threads one Arrow read batch may use; ``threads`` (1-4) sets it for this process
+    whatever the cores (for tests: 2 splits ``read_arrow``'s columns, 3-4 the rows).
+    Returns the value before the call."""
 
 _ConfigValue: TypeAlias = int | bool | str
 

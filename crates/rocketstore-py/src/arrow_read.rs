@@ -13,7 +13,8 @@
 //! * the `properties` map column is `(offsets, key_offsets, key_data, value_offsets,
 //!   value_data)`: `n + 1` int32 entry offsets, then the two string children (never null).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::mem::take;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{
@@ -73,7 +74,23 @@ impl Utf8Col {
     }
 
     fn len(&self) -> usize {
-        self.offsets.len() - 1
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// A column that is not built (see [`Part`]): no buffers at all.
+    fn unused() -> Self {
+        Utf8Col {
+            offsets: Vec::new(),
+            data: Vec::new(),
+            validity: Vec::new(),
+            nulls: 0,
+            nullable: false,
+        }
+    }
+
+    /// Moves the column out, leaving an unused one behind.
+    fn take(&mut self) -> Utf8Col {
+        std::mem::replace(self, Utf8Col::unused())
     }
 
     fn set_valid(&mut self, i: usize, valid: bool) {
@@ -454,8 +471,42 @@ impl Taken {
     }
 }
 
-/// The message columns (`rocketstore.MESSAGE_SCHEMA`) being built: a whole batch, or one
-/// contiguous row range of it (see [`build`]).
+/// Which columns of a batch one [`MessageColumns`] builds (see [`build_by_columns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Every column.
+    All,
+    /// The columns split out of the properties: `tags`, `keys`, `properties`, `uniq_key`.
+    Properties,
+    /// Every other column.
+    Rest,
+}
+
+impl Part {
+    fn properties(self) -> bool {
+        self != Part::Rest
+    }
+
+    fn rest(self) -> bool {
+        self != Part::Properties
+    }
+
+    /// Whether this part builds column `i` of [`message_schema`] (`body`, column 5, goes
+    /// with the properties if `body_with_properties`).
+    fn has(self, i: usize, body_with_properties: bool) -> bool {
+        if matches!(i, 9 | 10 | 11 | 19) || (i == 5 && body_with_properties) {
+            self.properties()
+        } else {
+            self.rest()
+        }
+    }
+}
+
+/// Columns of [`message_schema`].
+const MESSAGE_COLUMNS: usize = 20;
+
+/// The message columns (`rocketstore.MESSAGE_SCHEMA`) being built: a whole batch, one
+/// contiguous row range of it, or some of its columns (see [`build`]).
 #[derive(Debug)]
 pub(crate) struct MessageColumns {
     topic: Utf8Col,
@@ -493,53 +544,87 @@ pub(crate) struct MessageColumns {
     plan_bytes: usize,
     /// Rows taken by this value.
     count: usize,
+    /// The columns this value builds.
+    part: Part,
+    /// Whether `body` is built with the properties (large bodies: see [`build_by_columns`]).
+    body_with_properties: bool,
+    /// Columns already converted to Arrow (schema index, array), by the threads of a split
+    /// build; [`MessageColumns::into_batch`] converts the others.
+    arrays: Vec<(usize, ArrayRef)>,
 }
 
 impl MessageColumns {
     /// Columns for about `rows_hint` rows (reserved for at most [`MAX_ROWS`]) of at most
     /// `max_bytes` stored bytes (at least one row).
     pub(crate) fn new(rows_hint: usize, max_bytes: usize) -> Self {
-        Self::continuing(Taken::default(), rows_hint, max_bytes, max_bytes)
+        Self::continuing(
+            Taken::default(),
+            rows_hint,
+            max_bytes,
+            max_bytes,
+            (Part::All, false),
+        )
     }
 
     /// Columns for the rows after `prior` of a batch of at most `max_bytes` stored bytes,
     /// reserved for `rows_hint` rows and `plan_bytes` stored bytes.
-    fn continuing(prior: Taken, rows_hint: usize, plan_bytes: usize, max_bytes: usize) -> Self {
+    /// reserved for `rows_hint` rows and `plan_bytes` stored bytes; only the columns of
+    /// `part` get buffers.
+    fn continuing(
+        prior: Taken,
+        rows_hint: usize,
+        plan_bytes: usize,
+        max_bytes: usize,
+        (part, body_with_properties): (Part, bool),
+    ) -> Self {
         let rows = rows_hint.min(MAX_ROWS);
         // The data of the variable-length columns is reserved on the first record (see
         // `reserve_like`), bounded by `plan_bytes`; every buffer comes from the pool.
-        let s = |rows: usize| Utf8Col::with_capacity(rows, 0);
-        let mut prop_offsets = I32S.take(rows + 1);
-        prop_offsets.push(0);
+        let s = |used: bool| {
+            if used {
+                Utf8Col::with_capacity(rows, 0)
+            } else {
+                Utf8Col::unused()
+            }
+        };
+        let (r, p) = (part.rest(), part.properties());
+        let b = part.has(5, body_with_properties);
+        let i32s = |used: bool| if used { I32S.take(rows) } else { Vec::new() };
+        let i64s = |used: bool| if used { I64S.take(rows) } else { Vec::new() };
+        let mut prop_offsets = Vec::new();
+        if p {
+            prop_offsets = I32S.take(rows + 1);
+            prop_offsets.push(0);
+        }
         MessageColumns {
-            topic: s(rows),
-            queue_id: I32S.take(rows),
-            queue_offset: I64S.take(rows),
-            commitlog_offset: I64S.take(rows),
-            store_size: I32S.take(rows),
-            body: s(rows),
-            body_crc: I32S.take(rows),
-            flag: I32S.take(rows),
-            sys_flag: I32S.take(rows),
-            tags: s(rows).nullable(),
-            keys: s(rows).nullable(),
+            topic: s(r),
+            queue_id: i32s(r),
+            queue_offset: i64s(r),
+            commitlog_offset: i64s(r),
+            store_size: i32s(r),
+            body: s(b),
+            body_crc: i32s(r),
+            flag: i32s(r),
+            sys_flag: i32s(r),
+            tags: s(p).nullable(),
+            keys: s(p).nullable(),
             prop_offsets,
-            prop_keys: s(rows),
-            prop_values: s(rows),
-            born_timestamp: I64S.take(rows),
+            prop_keys: s(p),
+            prop_values: s(p),
+            born_timestamp: i64s(r),
             born_host: HostCol {
-                col: s(rows),
+                col: s(r),
                 last: None,
             },
-            store_timestamp: I64S.take(rows),
+            store_timestamp: i64s(r),
             store_host: HostCol {
-                col: s(rows),
+                col: s(r),
                 last: None,
             },
-            reconsume_times: I32S.take(rows),
-            prepared_transaction_offset: I64S.take(rows),
-            msg_id: s(rows),
-            uniq_key: s(rows).nullable(),
+            reconsume_times: i32s(r),
+            prepared_transaction_offset: i64s(r),
+            msg_id: s(r),
+            uniq_key: s(p).nullable(),
             ids: OffsetMsgIds::default(),
             taken: prior,
             max_bytes,
@@ -548,6 +633,9 @@ impl MessageColumns {
             rows,
             plan_bytes,
             count: 0,
+            part,
+            body_with_properties,
+            arrays: Vec::new(),
         }
     }
 
@@ -563,11 +651,19 @@ impl MessageColumns {
             self.reserve_like(v);
         }
         self.count += 1;
+        if self.part.has(5, self.body_with_properties) {
+            self.body.push(v.body);
+        }
+        if self.part.properties() {
+            self.push_properties(v.properties_raw);
+        }
+        if !self.part.rest() {
+            return true;
+        }
         self.queue_id.push(v.queue_id);
         self.queue_offset.push(v.queue_offset);
         self.commitlog_offset.push(v.physical_offset);
         self.store_size.push(v.total_size);
-        self.body.push(v.body);
         self.body_crc.push(v.body_crc);
         self.flag.push(v.flag);
         self.sys_flag.push(v.sys_flag);
@@ -577,7 +673,6 @@ impl MessageColumns {
         self.prepared_transaction_offset
             .push(v.prepared_transaction_offset);
         self.topic.push(v.topic.as_bytes());
-        self.push_properties(v.properties_raw);
         self.born_host.push(v.born_host);
         self.store_host.push(v.store_host);
         self.ids
@@ -598,6 +693,9 @@ impl MessageColumns {
         let props = v.properties_raw.len();
         let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
         let reserve = |col: &mut Utf8Col, per_row: usize| {
+            if col.offsets.capacity() == 0 {
+                return; // not built by this part
+            }
             let want = cap(per_row);
             if col.data.capacity() < want {
                 BYTES.give(std::mem::replace(&mut col.data, BYTES.take(want)));
@@ -614,6 +712,9 @@ impl MessageColumns {
             reserve(col, 32.min(props));
         }
         for col in [&mut self.prop_keys, &mut self.prop_values] {
+            if !self.part.properties() {
+                break;
+            }
             let want = rows.saturating_mul(pairs) + 1;
             if col.offsets.capacity() < want {
                 let mut o = I32S.take(want);
@@ -768,10 +869,10 @@ impl MessageColumns {
         self.count += count;
     }
 
-    /// The batch (schema [`message_schema`]); the buffers move into Arrow without a copy.
-    pub(crate) fn into_batch(self) -> PyResult<RecordBatch> {
-        let (key_offsets, key_data, _) = self.prop_keys.into_parts();
-        let (value_offsets, value_data, _) = self.prop_values.into_parts();
+    /// The `properties` map column, taken out of `self`.
+    fn take_properties(&mut self) -> PyResult<ArrayRef> {
+        let (key_offsets, key_data, _) = self.prop_keys.take().into_parts();
+        let (value_offsets, value_data, _) = self.prop_values.take().into_parts();
         let entries = StructArray::try_new(
             match map_entries().data_type() {
                 DataType::Struct(f) => f.clone(),
@@ -784,36 +885,70 @@ impl MessageColumns {
             None,
         )
         .map_err(arrow_err)?;
-        let properties = MapArray::try_new(
-            map_entries(),
-            OffsetBuffer::new(I32S.scalars(self.prop_offsets)),
-            entries,
-            None,
-            false,
-        )
-        .map_err(arrow_err)?;
-        let columns: Vec<ArrayRef> = vec![
-            self.topic.into_string()?,
-            i32s(self.queue_id),
-            i64s(self.queue_offset),
-            i64s(self.commitlog_offset),
-            i32s(self.store_size),
-            self.body.into_binary()?,
-            i32s(self.body_crc),
-            i32s(self.flag),
-            i32s(self.sys_flag),
-            self.tags.into_string()?,
-            self.keys.into_string()?,
-            Arc::new(properties),
-            millis(self.born_timestamp),
-            self.born_host.col.into_string()?,
-            millis(self.store_timestamp),
-            self.store_host.col.into_string()?,
-            i32s(self.reconsume_times),
-            i64s(self.prepared_transaction_offset),
-            self.msg_id.into_string()?,
-            self.uniq_key.into_string()?,
-        ];
+        let offsets = std::mem::take(&mut self.prop_offsets);
+        Ok(Arc::new(
+            MapArray::try_new(
+                map_entries(),
+                OffsetBuffer::new(I32S.scalars(offsets)),
+                entries,
+                None,
+                false,
+            )
+            .map_err(arrow_err)?,
+        ))
+    }
+
+    /// Column `i` of [`message_schema`] as an Arrow array, taken out of `self` (its buffers
+    /// move into Arrow without a copy; string columns are checked as UTF-8 here).
+    fn take_array(&mut self, i: usize) -> PyResult<ArrayRef> {
+        Ok(match i {
+            0 => self.topic.take().into_string()?,
+            1 => i32s(take(&mut self.queue_id)),
+            2 => i64s(take(&mut self.queue_offset)),
+            3 => i64s(take(&mut self.commitlog_offset)),
+            4 => i32s(take(&mut self.store_size)),
+            5 => self.body.take().into_binary()?,
+            6 => i32s(take(&mut self.body_crc)),
+            7 => i32s(take(&mut self.flag)),
+            8 => i32s(take(&mut self.sys_flag)),
+            9 => self.tags.take().into_string()?,
+            10 => self.keys.take().into_string()?,
+            11 => self.take_properties()?,
+            12 => millis(take(&mut self.born_timestamp)),
+            13 => self.born_host.col.take().into_string()?,
+            14 => millis(take(&mut self.store_timestamp)),
+            15 => self.store_host.col.take().into_string()?,
+            16 => i32s(take(&mut self.reconsume_times)),
+            17 => i64s(take(&mut self.prepared_transaction_offset)),
+            18 => self.msg_id.take().into_string()?,
+            _ => self.uniq_key.take().into_string()?,
+        })
+    }
+
+    /// Converts the columns of this value's part to Arrow arrays (kept in `arrays`).
+    fn convert_part(&mut self) -> PyResult<()> {
+        for i in 0..MESSAGE_COLUMNS {
+            if self.part.has(i, self.body_with_properties) {
+                let array = self.take_array(i)?;
+                self.arrays.push((i, array));
+            }
+        }
+        Ok(())
+    }
+
+    /// The batch (schema [`message_schema`]); the buffers move into Arrow without a copy.
+    pub(crate) fn into_batch(mut self) -> PyResult<RecordBatch> {
+        let mut done: Vec<Option<ArrayRef>> = vec![None; MESSAGE_COLUMNS];
+        for (i, array) in std::mem::take(&mut self.arrays) {
+            if let Some(slot) = done.get_mut(i) {
+                *slot = Some(array);
+            }
+        }
+        let columns = done
+            .into_iter()
+            .enumerate()
+            .map(|(i, array)| array.map_or_else(|| self.take_array(i), Ok))
+            .collect::<PyResult<Vec<ArrayRef>>>()?;
         RecordBatch::try_new(message_schema(), columns).map_err(arrow_err)
     }
 }
@@ -829,21 +964,53 @@ const PARALLEL_MIN_BYTES: usize = 1 << 20;
 /// environment variable `ROCKETSTORE_ARROW_READ_THREADS` sets a smaller number (read once per
 /// process; `1` for processes that already keep every core busy, like one Spark task per core).
 fn build_threads() -> usize {
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let wanted = std::env::var("ROCKETSTORE_ARROW_READ_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(4);
-        wanted.clamp(1, 4).min(cores)
-    })
+    match BUILD_THREADS.load(Ordering::Relaxed) {
+        0 => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let wanted = std::env::var("ROCKETSTORE_ARROW_READ_THREADS")
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(4);
+            let threads = wanted.clamp(1, 4).min(cores);
+            BUILD_THREADS.store(threads, Ordering::Relaxed);
+            threads
+        }
+        threads => threads,
+    }
+}
+
+/// [`build_threads`] once known (0 before).
+static BUILD_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// The threads one message batch may use ([`build_threads`]); `threads` (clamped to 1-4)
+/// replaces it for this process whatever the cores, so that the tests run both the
+/// two-thread column split and the row ranges of three or four threads on any machine.
+/// Returns the value before the call.
+#[pyfunction]
+#[pyo3(signature = (threads=None))]
+pub(crate) fn _arrow_read_threads(threads: Option<usize>) -> usize {
+    let before = build_threads();
+    if let Some(n) = threads {
+        BUILD_THREADS.store(n.clamp(1, 4), Ordering::Relaxed);
+    }
+    before
 }
 
 /// How [`build`] reads the records of one batch.
 trait Walk: Sync {
     /// A record's position (commit log offset, or queue offset).
-    type Pos: Copy + Send + Sync;
+    type Pos: Copy + Send + Sync + PartialEq;
+
+    /// For a two-thread build by columns ([`build_by_columns`]): this walk ending where the
+    /// readable records end now, so that two walks of it take the same records while the
+    /// store grows. `None` (the default) to split by rows instead, or if what is left is too
+    /// small to be worth a second thread.
+    fn settled(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
 
     /// The cheap first pass: `f(position, stored size)` for the records from the start of the
     /// batch, in order, until `f` returns `false`. May stop early (the last thread then reads
@@ -852,20 +1019,23 @@ trait Walk: Sync {
     fn plan(&self, f: &mut dyn FnMut(Self::Pos, usize) -> bool) -> Option<()>;
 
     /// Feeds the records from `from` (the batch's start if `None`) up to `end` (the batch's
-    /// end if `None`), at most `max` of them, to `cols`; returns where to continue.
+    /// end if `None`), at most `max` of them, to `cols`; returns where to continue. `crc`:
+    /// whether this walk checks the CRCs (if the read asked for it).
     fn walk(
         &self,
         cols: &mut MessageColumns,
         from: Option<Self::Pos>,
         end: Option<Self::Pos>,
         max: usize,
+        crc: bool,
     ) -> rocketstore::Result<Self::Pos>;
 }
 
 /// Builds one batch of at most `max` rows and `max_bytes` stored bytes (but for the first row).
 ///
 /// On one thread unless the batch is large ([`MIN_ROWS_PER_THREAD`] rows per thread,
-/// [`PARALLEL_MIN_BYTES`]): then a first pass ([`Walk::plan`], a few bytes per record) finds
+/// [`PARALLEL_MIN_BYTES`]). Two threads reading the commit log split the columns
+/// ([`build_by_columns`]); otherwise a first pass ([`Walk::plan`], a few bytes per record) finds
 /// the records the batch takes, the rows are cut into as many contiguous ranges as the work
 /// pays threads for ([`build_threads`] at most), each thread builds every column of its range
 /// (decoding, CRC checks and all per-record work in parallel) starting from the [`Taken`]
@@ -881,12 +1051,16 @@ fn build<W: Walk>(
 ) -> rocketstore::Result<(MessageColumns, W::Pos)> {
     let threads = build_threads().min(rows_hint / MIN_ROWS_PER_THREAD);
     if threads >= 2 && max_bytes >= PARALLEL_MIN_BYTES {
-        if let Some(built) = build_split(walk, threads, max, max_bytes) {
+        let built = match walk.settled() {
+            Some(settled) if threads == 2 => build_by_columns(&settled, rows_hint, max, max_bytes),
+            _ => build_split(walk, threads, max, max_bytes),
+        };
+        if let Some(built) = built {
             return Ok(built);
         }
     }
     let mut cols = MessageColumns::new(rows_hint, max_bytes);
-    let next = walk.walk(&mut cols, None, None, max)?;
+    let next = walk.walk(&mut cols, None, None, max, true)?;
     Ok((cols, next))
 }
 
@@ -906,7 +1080,73 @@ pub(crate) fn _arrow_split_counts() -> (u64, u64) {
     )
 }
 
-/// The parallel path of [`build`]; `None` to build on one thread instead.
+/// Stored record size above which [`build_by_columns`] copies the bodies in the properties
+/// part (at 100 B bodies the other part takes them; at 1 KiB the copy outweighs the rest).
+const BODY_WITH_PROPERTIES_ABOVE: usize = 512;
+
+/// The parallel path of [`build`] for two threads over the commit log (`walk` settled): each
+/// walks every record of the batch
+/// (the same admission rule, so both end it at the same record) and builds half of the
+/// columns ([`Part`]), then converts them to Arrow arrays (the UTF-8 checks) on its own
+/// thread. Nothing is planned, nothing is copied twice, and the calling thread is left with
+/// putting the arrays together. `None` to build on one thread instead: the batch is too
+/// small, or the two walks failed or disagreed (damage, a deletion while reading), which the
+/// one-thread build then reports like a sequential read.
+fn build_by_columns<W: Walk>(
+    walk: &W,
+    rows_hint: usize,
+    max: usize,
+    max_bytes: usize,
+) -> Option<(MessageColumns, W::Pos)> {
+    // Bodies of records larger than this are copied by the properties part, smaller ones by
+    // the other part, so that both have about as much to do (the first record decides).
+    let mut first = 0;
+    walk.plan(&mut |_, size| {
+        first = size;
+        false
+    });
+    let body_with_properties = first > BODY_WITH_PROPERTIES_ABOVE;
+    let run = |part: Part| -> Option<(MessageColumns, W::Pos)> {
+        let mut cols = MessageColumns::continuing(
+            Taken::default(),
+            rows_hint,
+            max_bytes,
+            max_bytes,
+            (part, body_with_properties),
+        );
+        // The part that does not copy the bodies checks the CRCs (which read them).
+        let crc = !part.has(5, body_with_properties);
+        let next = walk.walk(&mut cols, None, None, max, crc).ok()?;
+        cols.convert_part().ok()?;
+        Some((cols, next))
+    };
+    let run = &run;
+    let (properties, rest) = std::thread::scope(|s| {
+        let helper = std::thread::Builder::new()
+            .name("rs-arrow-read".into())
+            .spawn_scoped(s, move || run(Part::Properties));
+        let rest = run(Part::Rest);
+        let properties = helper.ok().and_then(|h| h.join().ok()).flatten();
+        (properties, rest)
+    });
+    match (properties, rest) {
+        (Some((properties, at)), Some((mut cols, next)))
+            if at == next && properties.taken == cols.taken =>
+        {
+            cols.arrays.extend(properties.arrays);
+            SPLIT_BUILDS.fetch_add(1, Ordering::Relaxed);
+            Some((cols, next))
+        }
+        _ => {
+            SPLIT_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+/// The parallel path of [`build`] by row ranges (three or four threads; two for the queue
+/// walk, whose scattered records would cost both threads of a column split their cache
+/// misses); `None` to build on one thread instead.
 fn build_split<W: Walk>(
     walk: &W,
     threads: usize,
@@ -952,13 +1192,14 @@ fn build_split<W: Walk>(
             let after = plan.get(b).map_or(taken, |&(_, t)| t);
             (b - a, after.stored - prior.stored)
         };
-        let mut cols = MessageColumns::continuing(prior, rows, plan_bytes, max_bytes);
+        let mut cols =
+            MessageColumns::continuing(prior, rows, plan_bytes, max_bytes, (Part::All, false));
         let (end, limit) = if last {
             (None, max - a)
         } else {
             (Some(plan.get(b)?.0), b - a)
         };
-        let next = walk.walk(&mut cols, Some(from), end, limit).ok()?;
+        let next = walk.walk(&mut cols, Some(from), end, limit, true).ok()?;
         let exact = last || plan.get(b).is_some_and(|&(_, t)| t == cols.taken);
         exact.then_some((cols, next))
     };
@@ -1007,6 +1248,13 @@ struct LogWalk<'a> {
 impl Walk for LogWalk<'_> {
     type Pos = u64;
 
+    fn settled(&self) -> Option<Self> {
+        let end = self.end.min(self.store.max_commitlog_offset());
+        let from = self.from.max(self.store.min_commitlog_offset());
+        (end.saturating_sub(from) >= (PARALLEL_MIN_BYTES / 2) as u64)
+            .then_some(LogWalk { end, ..*self })
+    }
+
     fn plan(&self, f: &mut dyn FnMut(u64, usize) -> bool) -> Option<()> {
         self.store
             .record_sizes(self.from, self.end, |at, size| f(at, size as usize))
@@ -1019,12 +1267,13 @@ impl Walk for LogWalk<'_> {
         from: Option<u64>,
         end: Option<u64>,
         max: usize,
+        crc: bool,
     ) -> rocketstore::Result<u64> {
         self.store.visit_records(
             from.unwrap_or(self.from),
             end.unwrap_or(self.end),
             max,
-            self.check_crc,
+            self.check_crc && crc,
             |v| cols.push(v),
         )
     }
@@ -1099,11 +1348,13 @@ impl Walk for QueueWalk<'_> {
         from: Option<i64>,
         end: Option<i64>,
         max: usize,
+        crc: bool,
     ) -> rocketstore::Result<i64> {
         let span = QueueSpan {
             from: from.unwrap_or(self.span.from),
             end: end.unwrap_or(self.span.end),
             max,
+            check_crc: self.span.check_crc && crc,
             ..self.span
         };
         self.store.visit_queue_records(&span, |v| cols.push(v))

@@ -69,6 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::rebuild_indexes, m)?)?;
     m.add_function(wrap_pyfunction!(schema_of, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_read::_arrow_split_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow_read::_arrow_read_threads, m)?)?;
     spark::register(m)?;
     spark_read::register(m)?;
     Ok(())
