@@ -1173,18 +1173,60 @@ impl IndexService {
 
     /// Recovery helper: drops the newest files whose beginPhyOffset is `>= phy_offset` (they only
     /// index records past the recovered end; re-dispatch rebuilds them), destroying them when
-    /// writable. A file straddling `phy_offset` is kept as is. `last_full_end_timestamp` is
-    /// recomputed from the remaining full files.
-    pub(crate) fn truncate_after(&self, phy_offset: u64) -> Result<()> {
+    /// writable. A writable file straddling `phy_offset` is cut to its entries below it (or
+    /// removed if none is): its endPhyOffset must fall below the end again, or the dispatch of
+    /// the records written after recovery at those offsets would be skipped as already indexed
+    /// (RocketMQ's `phyOffset < endPhyOffset` rule). `store_time_of` gives a record's store time
+    /// for the cut file's endTimestamp. `last_full_end_timestamp` is recomputed from the
+    /// remaining full files.
+    pub(crate) fn truncate_after(
+        &self,
+        phy_offset: u64,
+        store_time_of: &dyn Fn(i64) -> Option<i64>,
+    ) -> Result<()> {
         let _w = lock(&self.writer);
         let limit = i64::try_from(phy_offset).unwrap_or(i64::MAX);
         let files = self.snapshot();
-        let doomed: Vec<Arc<IndexFile>> = files
+        let mut doomed: Vec<Arc<IndexFile>> = files
             .iter()
             .rev()
             .take_while(|f| f.begin_phy_offset() >= limit)
             .cloned()
             .collect();
+        // Entries run in commit log order, so only the newest kept file can name records past
+        // the end; a binary search finds its first such entry.
+        let straddling = files.len() - doomed.len();
+        let mut cut = None;
+        if let Some(f) = straddling
+            .checked_sub(1)
+            .and_then(|i| files.get(i).map(|f| (i, f)))
+        {
+            let (i, f) = f;
+            if self.writable && f.end_phy_offset() >= limit {
+                let count = u32::try_from(f.index_count()).unwrap_or(1).min(f.entries);
+                let (mut lo, mut hi) = (1u32, count.max(1));
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if f.entry(mid).is_some_and(|e| e.phy_offset < limit) {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                if lo > 1 {
+                    cut = Some((i, lo));
+                } else {
+                    doomed.push(Arc::clone(f));
+                }
+            }
+        }
+        drop(files);
+        if let Some((i, keep)) = cut {
+            // Exclusive: recovery runs before any reader or the dispatcher holds the file.
+            let mut list = self.write();
+            in_use(&self.dir, list.get_mut(i).and_then(Arc::get_mut))?
+                .cut_to(keep, store_time_of)?;
+        }
         self.remove(&doomed)?;
         let full_end = self
             .snapshot()

@@ -292,3 +292,36 @@ proptest! {
         w.store.take().unwrap().close().unwrap();
     }
 }
+
+/// The case proptest shrank to (a key put after a torn tail must be found after reopen and crash).
+#[test]
+fn key_put_after_a_torn_tail_stays_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), config()).unwrap();
+    let mut w = World {
+        dirs: vec![dir],
+        store: Some(store),
+        model: Vec::new(),
+        next_queue_offset: BTreeMap::new(),
+        seq: 0,
+    };
+    let put = |n| Op::Put {
+        n,
+        len: 10,
+        topic: 0,
+        qid: 0,
+    };
+    for op in [
+        put(1),
+        Op::Flush,
+        Op::Flush,
+        put(2),
+        Op::Tear { frac: 0.0 },
+        put(1),
+        Op::Reopen,
+        Op::Crash,
+    ] {
+        w.apply(&op);
+    }
+    w.store.take().unwrap().close().unwrap();
+}

@@ -680,7 +680,7 @@ fn delete_expired_and_truncate_after() {
     // Files: [90..110], [120..140], [150..170], [180..190].
     assert_eq!(s.files().len(), 4);
     let paths = s.files();
-    s.truncate_after(150).unwrap();
+    s.truncate_after(150, &|_| None).unwrap();
     assert_eq!(s.files(), paths[..2]);
     assert!(!paths[2].exists() && !paths[3].exists());
     assert_eq!(all(&s, "k"), [140, 130, 120, 110, 100, 90]);

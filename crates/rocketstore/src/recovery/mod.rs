@@ -327,7 +327,11 @@ impl Recovery<'_> {
         suspects.extend(mismatched);
         suspects.extend(walk.tails.lagging(cqs, queues::max_queue_id(self.cfg)));
         if let Some(index) = self.index {
-            index.truncate_after(walk.scan.end)?;
+            let store_time_of = |phy: i64| {
+                let rec = log.record_at(u64::try_from(phy).ok()?)?;
+                rocketstore_format::peek_store_timestamp(rec.bytes())
+            };
+            index.truncate_after(walk.scan.end, &store_time_of)?;
         }
         Ok((suspects, mismatched_queues))
     }
