@@ -181,29 +181,7 @@ fn cpu_pass(fresh: &mut Fresh, msgs: &[PutMessage<'_>], size: usize) {
     }
     wait_dispatched(store);
     let n = (batches * msgs.len()) as u64;
-    let (rate, ns, cpu, wall) = meter.per_message(n);
-    let threads = meter.per_thread(n);
-    let text: Vec<String> = threads
-        .iter()
-        .filter(|(_, v)| *v > 0.0)
-        .map(|(k, v)| format!("{k} {v:.0}"))
-        .collect();
-    let json: Vec<String> = threads
-        .iter()
-        .map(|(k, v)| format!("\"{k}\": {v:.1}"))
-        .collect();
-    report(
-        &format!("append_async/put_batch/{size} cpu"),
-        &format!(
-            "{n} msgs dispatched in {wall:.3} s: {:.3} M msg/s, {ns:.0} ns CPU per message (whole process, {cpu:.3} s CPU; by thread: {})",
-            rate / 1e6,
-            text.join(", ")
-        ),
-        &format!(
-            "\"body\": {size}, \"msgs\": {n}, \"msg_per_s\": {rate:.0}, \"cpu_ns_per_msg\": {ns:.1}, \"cpu_s\": {cpu:.4}, \"wall_s\": {wall:.4}, \"thread_cpu_ns_per_msg\": {{{}}}",
-            json.join(", ")
-        ),
-    );
+    report_put_cpu("put_batch", size, n, &meter);
 }
 
 /// The Python bench's put_batch row (`_bench.bench_table`, `_bench._open`, `_bench._put_batch`)
@@ -259,9 +237,15 @@ fn py_shape_cpu_pass(size: usize) {
     }
     wait_dispatched(&store);
     let n = n as u64;
+    drop(store);
+    report_put_cpu("put_batch_py_shape", size, n, &meter);
+}
+
+/// Reports a put CPU pass of `n` messages of `size` bytes as `append_async/{case}/{size} cpu`:
+/// msg/s, whole-process CPU per message and each thread's share.
+fn report_put_cpu(case: &str, size: usize, n: u64, meter: &CpuMeter) {
     let (rate, ns, cpu, wall) = meter.per_message(n);
     let threads = meter.per_thread(n);
-    drop(store);
     let text: Vec<String> = threads
         .iter()
         .filter(|(_, v)| *v > 0.0)
@@ -272,7 +256,7 @@ fn py_shape_cpu_pass(size: usize) {
         .map(|(k, v)| format!("\"{k}\": {v:.1}"))
         .collect();
     report(
-        &format!("append_async/put_batch_py_shape/{size} cpu"),
+        &format!("append_async/{case}/{size} cpu"),
         &format!(
             "{n} msgs dispatched in {wall:.3} s: {:.3} M msg/s, {ns:.0} ns CPU per message (whole process, {cpu:.3} s CPU; by thread: {})",
             rate / 1e6,

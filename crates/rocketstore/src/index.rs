@@ -355,6 +355,21 @@ impl IndexFile {
 
     /// Entry `n`, or `None` if it is not published (at or above `indexCount`) or not in the
     /// file.
+    /// The number of the first of entries `1..count` that names a record at or past `end` (`count`
+    /// if none does); entries run in commit log order, so a binary search finds it.
+    fn first_entry_from(&self, count: u32, end: i64) -> u32 {
+        let (mut lo, mut hi) = (1u32, count.max(1));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.entry(mid).is_some_and(|e| e.phy_offset < end) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     fn entry(&self, n: u32) -> Option<IndexEntry> {
         if n >= self.entries {
             return None;
@@ -1075,16 +1090,7 @@ impl IndexService {
             } else {
                 u32::try_from(f.index_count()).unwrap_or(1).min(f.entries)
             };
-            let (mut lo, mut hi) = (1u32, durable.max(1));
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if f.entry(mid).is_some_and(|e| e.phy_offset < end) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            let keep = lo;
+            let keep = f.first_entry_from(durable, end);
             if keep > 1 {
                 if i == pos || keep < durable {
                     cut = Some((i, keep));
@@ -1204,17 +1210,9 @@ impl IndexService {
             let (i, f) = f;
             if self.writable && f.end_phy_offset() >= limit {
                 let count = u32::try_from(f.index_count()).unwrap_or(1).min(f.entries);
-                let (mut lo, mut hi) = (1u32, count.max(1));
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if f.entry(mid).is_some_and(|e| e.phy_offset < limit) {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                if lo > 1 {
-                    cut = Some((i, lo));
+                let keep = f.first_entry_from(count, limit);
+                if keep > 1 {
+                    cut = Some((i, keep));
                 } else {
                     doomed.push(Arc::clone(f));
                 }

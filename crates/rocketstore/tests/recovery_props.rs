@@ -146,6 +146,19 @@ struct World {
 }
 
 impl World {
+    /// An empty store in a fresh directory, and an empty model.
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), config()).unwrap();
+        World {
+            dirs: vec![dir],
+            store: Some(store),
+            model: Vec::new(),
+            next_queue_offset: BTreeMap::new(),
+            seq: 0,
+        }
+    }
+
     fn root(&self) -> PathBuf {
         self.dirs.last().unwrap().path().to_path_buf()
     }
@@ -275,15 +288,7 @@ proptest! {
 
     #[test]
     fn recovery_keeps_exactly_the_model(ops in proptest::collection::vec(op(), 1..14)) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), config()).unwrap();
-        let mut w = World {
-            dirs: vec![dir],
-            store: Some(store),
-            model: Vec::new(),
-            next_queue_offset: BTreeMap::new(),
-            seq: 0,
-        };
+        let mut w = World::new();
         for op in &ops {
             w.apply(op);
         }
@@ -296,15 +301,7 @@ proptest! {
 /// The case proptest shrank to (a key put after a torn tail must be found after reopen and crash).
 #[test]
 fn key_put_after_a_torn_tail_stays_indexed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), config()).unwrap();
-    let mut w = World {
-        dirs: vec![dir],
-        store: Some(store),
-        model: Vec::new(),
-        next_queue_offset: BTreeMap::new(),
-        seq: 0,
-    };
+    let mut w = World::new();
     let put = |n| Op::Put {
         n,
         len: 10,
