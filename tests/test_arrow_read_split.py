@@ -181,6 +181,40 @@ def test_get_message_arrow_split_over_one_long_queue(tmp_path: Path) -> None:
         assert table([tagged]).equals(table(parts))
 
 
+def test_split_batches_of_large_records_equal_small_ones(tmp_path: Path) -> None:
+    """Records over 512 stored bytes: the bodies move with the properties columns when the
+    threads split the work (the row ranges' merge, the column split). Large batches equal
+    batches of 100 rows, through the commit log and through the queue."""
+    n = 6_000
+    with MessageStore(tmp_path / "store", **CONFIG) as s:
+        rows = [
+            {
+                "topic": "Large",
+                "body": (f"L{i}-".encode() * 300)[: 600 + (i * 29) % 500],
+                "queue_id": 0,
+                "tags": None if i % 5 == 0 else "TagL",
+                "keys": [] if i % 7 == 0 else [f"key-{i}"],
+                "properties": {"grüße": "ü"} if i % 9 == 0 else {"n": str(i)},
+            }
+            for i in range(n)
+        ]
+        put_dispatched(s, rows, 2000)
+        before = _native._arrow_split_counts()
+        whole, nxt = s.get_message_arrow("Large", 0, 0, 65536, max_bytes=64 << 20)
+        assert_split_ran(before)
+        assert (whole.num_rows, nxt) == (n, n)
+        parts, offset = [], 0
+        while offset < n:
+            batch, offset = s.get_message_arrow("Large", 0, offset, 100)
+            parts.append(batch)
+        assert table([whole]).equals(table(parts))
+        before = _native._arrow_split_counts()
+        large = read_log(s, 65536, max_bytes=64 << 20)
+        assert_split_ran(before)
+        assert table(large).equals(table(read_log(s, 100)))
+        assert table(large).num_rows == n
+
+
 def test_damage_in_a_later_range_is_reported_like_one_thread(tmp_path: Path) -> None:
     with MessageStore(tmp_path / "store", **CONFIG) as s:
         fill(s)

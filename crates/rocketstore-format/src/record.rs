@@ -778,6 +778,39 @@ pub fn decode_record<'a>(buf: &'a [u8], opts: &DecodeOptions) -> Result<Decoded<
     }))
 }
 
+/// BODY and PROPERTIES of the record `rec` (exactly TOTALSIZE bytes), found from the length
+/// fields alone: no check of the topic, the hosts, the CRC or the other fields.
+///
+/// For a record that [`decode_record`] accepts (with `rec` its TOTALSIZE bytes) these are the
+/// view's `body` and `properties_raw`; for any other bytes, some slices of `rec` or `None`.
+/// For a reader that walks records another reader checks in full (a second thread that only
+/// needs these two fields).
+///
+/// # Errors
+/// None: `None` when a length field does not fit `rec`. Never panics, never reads outside `rec`.
+pub fn body_and_properties(rec: &[u8]) -> Option<(&[u8], &[u8])> {
+    let version = MessageVersion::from_magic(peek_magic(rec)?)?;
+    let sys_flag = i32_at(rec, SYSFLAG_POSITION)?;
+    let b = host_len(sys_flag & sysflag::BORNHOST_V6_FLAG != 0);
+    let s = host_len(sys_flag & sysflag::STOREHOSTADDRESS_V6_FLAG != 0);
+    // BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPARED TRANSACTION OFFSET.
+    let body_len_pos = BORN_HOST_POSITION + b + 8 + s + 12;
+    let body_len = usize::try_from(i32_at(rec, body_len_pos)?).ok()?;
+    let body_start = body_len_pos + 4;
+    let body = slice_at(rec, body_start, body_len)?;
+    let topic_len_pos = body_start + body_len;
+    let topic_len = match version {
+        MessageVersion::V1 => i8_at(rec, topic_len_pos).map(i32::from),
+        MessageVersion::V2 => i16_at(rec, topic_len_pos).map(i32::from),
+    }?;
+    let topic_end = topic_len_pos
+        .checked_add(version.topic_len_width())?
+        .checked_add(usize::try_from(topic_len).ok()?)?;
+    let props_len = usize::try_from(i16_at(rec, topic_end)?).ok()?;
+    let properties = slice_at(rec, topic_end.checked_add(2)?, props_len)?;
+    Some((body, properties))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
@@ -789,6 +822,40 @@ mod tests {
 
     fn host(s: &str) -> HostAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn body_and_properties_match_the_decoder() {
+        let long = "t".repeat(200); // a V2 record
+        for (born, store) in [("1.2.3.4:5", "6.7.8.9:10"), ("[::1]:1", "[::2]:2")] {
+            for (body, topic, props) in [
+                (&b""[..], "T", &b""[..]),
+                (
+                    b"Hello RocketMQ",
+                    "TopicTest",
+                    b"TAGS\x01TagA\x02KEYS\x01k\x02",
+                ),
+                (&[7u8; 1000][..], long.as_str(), b"a\x01b"),
+            ] {
+                let hdr = RecordHeader {
+                    born_host: host(born),
+                    store_host: host(store),
+                    ..vector7_header()
+                };
+                let rec = encode_record_to_vec(&hdr, body, topic, props).unwrap();
+                let v = message(decode_record(&rec, &DecodeOptions::default()));
+                assert_eq!(body_and_properties(&rec), Some((v.body, v.properties_raw)));
+                // Any prefix or damaged length: some slices or None, never a panic.
+                for cut in 0..rec.len() {
+                    let _ = body_and_properties(&rec[..cut]);
+                }
+                for at in 0..rec.len() {
+                    let mut bad = rec.clone();
+                    bad[at] ^= 0xFF;
+                    let _ = body_and_properties(&bad);
+                }
+            }
+        }
     }
 
     fn vector7_header() -> RecordHeader {

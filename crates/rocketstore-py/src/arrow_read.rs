@@ -93,16 +93,16 @@ impl Utf8Col {
         std::mem::replace(self, Utf8Col::unused())
     }
 
+    /// Sets the validity bit of value `i` (nullable columns only; the bitmap grows a byte at a
+    /// time, so every value has a bit).
+    #[inline]
     fn set_valid(&mut self, i: usize, valid: bool) {
         if !self.nullable {
             return;
         }
         let byte = i / 8;
         if self.validity.len() <= byte {
-            if self.validity.capacity() == 0 {
-                self.validity = BYTES.take(self.offsets.capacity().div_ceil(8));
-            }
-            self.validity.resize(byte + 1, 0);
+            self.grow_validity(byte);
         }
         if valid {
             if let Some(b) = self.validity.get_mut(byte) {
@@ -111,6 +111,15 @@ impl Utf8Col {
         }
     }
 
+    #[cold]
+    fn grow_validity(&mut self, byte: usize) {
+        if self.validity.capacity() == 0 {
+            self.validity = BYTES.take(self.offsets.capacity().div_ceil(8));
+        }
+        self.validity.resize(byte + 1, 0);
+    }
+
+    #[inline]
     fn push(&mut self, v: &[u8]) {
         let i = self.len();
         self.data.extend_from_slice(v);
@@ -131,6 +140,7 @@ impl Utf8Col {
     }
 
     /// Appends bytes already written to `data` as one value.
+    #[inline]
     fn close_value(&mut self) {
         let i = self.len();
         self.offsets.push(offset_i32(self.data.len()));
@@ -551,6 +561,8 @@ pub(crate) struct MessageColumns {
     /// Columns already converted to Arrow (schema index, array), by the threads of a split
     /// build; [`MessageColumns::into_batch`] converts the others.
     arrays: Vec<(usize, ArrayRef)>,
+    /// A record given to [`MessageColumns::push_raw`] was not one (the walk then stopped).
+    failed: bool,
 }
 
 impl MessageColumns {
@@ -636,6 +648,7 @@ impl MessageColumns {
             part,
             body_with_properties,
             arrays: Vec::new(),
+            failed: false,
         }
     }
 
@@ -648,7 +661,7 @@ impl MessageColumns {
             return false;
         }
         if self.count == 0 {
-            self.reserve_like(v);
+            self.reserve_like(size, v.body.len(), v.topic.len(), v.properties_raw);
         }
         self.count += 1;
         if self.part.has(5, self.body_with_properties) {
@@ -681,17 +694,40 @@ impl MessageColumns {
         true
     }
 
-    /// Reserves room for `rows` records like `v` (the first), each column at most what
+    /// Appends the properties columns (and the bodies, if this part builds them) of one
+    /// record given as its stored bytes (see [`LogWalk::walk_properties`]); returns `false`
+    /// like [`MessageColumns::push`], or if the bytes are not a record (`failed` is then set).
+    fn push_raw(&mut self, rec: &[u8]) -> bool {
+        let Some((body, properties)) = rocketstore::format::body_and_properties(rec) else {
+            self.failed = true;
+            return false;
+        };
+        if !self.taken.admit(rec.len(), self.max_bytes) {
+            return false;
+        }
+        if self.count == 0 {
+            self.reserve_like(rec.len(), body.len(), 0, properties);
+        }
+        self.count += 1;
+        if self.part.has(5, self.body_with_properties) {
+            self.body.push(body);
+        }
+        self.push_properties(properties);
+        true
+    }
+
+    /// Reserves room for `rows` records like the first (`size` stored bytes, a body of
+    /// `body`, a topic of `topic` bytes and properties `props`), each column at most what
     /// `plan_bytes` of records can hold: reserved, untouched memory costs nothing, while
     /// growing a column copies it.
-    fn reserve_like(&mut self, v: &RecordView<'_>) {
-        let size = usize::try_from(v.total_size).unwrap_or(1).max(1);
+    fn reserve_like(&mut self, size: usize, body: usize, topic: usize, props: &[u8]) {
+        let size = size.max(1);
         // Rows of this size that fit the byte bound.
         let rows = self.rows.min(self.plan_bytes / size + 1);
         let bound = self.plan_bytes.min(MAX_COLUMN_BYTES);
         let cap = |per_row: usize| rows.saturating_mul(per_row).min(bound);
-        let props = v.properties_raw.len();
-        let pairs = v.properties_raw.iter().filter(|&&b| b == 1).count();
+        let pairs = props.iter().filter(|&&b| b == 1).count();
+        let props = props.len();
         let reserve = |col: &mut Utf8Col, per_row: usize| {
             if col.offsets.capacity() == 0 {
                 return; // not built by this part
@@ -701,8 +737,8 @@ impl MessageColumns {
                 BYTES.give(std::mem::replace(&mut col.data, BYTES.take(want)));
             }
         };
-        reserve(&mut self.body, v.body.len());
-        reserve(&mut self.topic, v.topic.len());
+        reserve(&mut self.body, body);
+        reserve(&mut self.topic, topic);
         reserve(&mut self.born_host.col, 24);
         reserve(&mut self.store_host.col, 24);
         reserve(&mut self.msg_id, 32);
@@ -1029,6 +1065,19 @@ trait Walk: Sync {
         max: usize,
         crc: bool,
     ) -> rocketstore::Result<Self::Pos>;
+
+    /// For the properties part of a column split ([`build_by_columns`]): the whole batch fed
+    /// to `cols` ([`MessageColumns::push_raw`]) without decoding the records (the other
+    /// part's walk checks them). `None` if this walk cannot (the default), or if it would
+    /// have to check CRCs (`crc`, if the read asked for it).
+    fn walk_properties(
+        &self,
+        _cols: &mut MessageColumns,
+        _max: usize,
+        _crc: bool,
+    ) -> Option<rocketstore::Result<Self::Pos>> {
+        None
+    }
 }
 
 /// Builds one batch of at most `max` rows and `max_bytes` stored bytes (but for the first row).
@@ -1116,7 +1165,14 @@ fn build_by_columns<W: Walk>(
         );
         // The part that does not copy the bodies checks the CRCs (which read them).
         let crc = !part.has(5, body_with_properties);
-        let next = walk.walk(&mut cols, None, None, max, crc).ok()?;
+        let light = match part {
+            Part::Properties => walk.walk_properties(&mut cols, max, crc),
+            _ => None,
+        };
+        let next = match light {
+            Some(walked) => walked.ok().filter(|_| !cols.failed)?,
+            None => walk.walk(&mut cols, None, None, max, crc).ok()?,
+        };
         cols.convert_part().ok()?;
         Some((cols, next))
     };
@@ -1275,6 +1331,21 @@ impl Walk for LogWalk<'_> {
             max,
             self.check_crc && crc,
             |v| cols.push(v),
+        )
+    }
+
+    fn walk_properties(
+        &self,
+        cols: &mut MessageColumns,
+        max: usize,
+        crc: bool,
+    ) -> Option<rocketstore::Result<u64>> {
+        if self.check_crc && crc {
+            return None;
+        }
+        Some(
+            self.store
+                .visit_raw_records(self.from, self.end, max, |_, rec| cols.push_raw(rec)),
         )
     }
 }

@@ -711,3 +711,72 @@ fn record_sizes_walks_the_records_visit_records_decodes() {
     // Nothing past the end of the log.
     assert!(sizes(end, end + 1_000_000, usize::MAX).is_empty());
 }
+
+/// `visit_raw_records` (the undecoded walk of a second Arrow build thread) hands over exactly
+/// the records `visit_records` decodes, as their stored bytes, and returns the same offset to
+/// continue from: across file rolls, with `max`, `end` inside a record and a refusing callback.
+#[test]
+fn visit_raw_records_walks_the_records_visit_records_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let _puts = write_400(dir.path());
+    let store = Store::open_read_only(dir.path(), config()).unwrap();
+    let end = store.max_commitlog_offset();
+    type Walked = (Vec<(u64, Vec<u8>)>, u64);
+    let decoded = |from: u64, end: u64, max: usize, stop_after: usize| -> Walked {
+        let mut out = Vec::new();
+        let next = store
+            .visit_records(from, end, max, false, |v| {
+                if out.len() == stop_after {
+                    return false;
+                }
+                out.push((v.header.physical_offset as u64, v.bytes().to_vec()));
+                true
+            })
+            .unwrap();
+        (out, next)
+    };
+    let raw = |from: u64, end: u64, max: usize, stop_after: usize| -> Walked {
+        let mut out = Vec::new();
+        let next = store
+            .visit_raw_records(from, end, max, |at, rec| {
+                if out.len() == stop_after {
+                    return false;
+                }
+                out.push((at, rec.to_vec()));
+                true
+            })
+            .unwrap();
+        (out, next)
+    };
+    let (all, next) = raw(0, end, usize::MAX, usize::MAX);
+    assert_eq!(all.len(), 400);
+    assert_eq!(next, end);
+    assert_eq!((all.clone(), next), decoded(0, end, usize::MAX, usize::MAX));
+    for (at, rec) in &all {
+        let opts = rocketstore::format::DecodeOptions::default();
+        let Ok(rocketstore::format::Decoded::Message(v)) =
+            rocketstore::format::decode_record(rec, &opts)
+        else {
+            panic!("not a record at {at}");
+        };
+        assert_eq!(
+            rocketstore::format::body_and_properties(rec),
+            Some((v.body, v.properties_raw))
+        );
+    }
+    let (from, _) = all[123];
+    let inside = all[301].0 + 1;
+    for (from, end, max, stop_after) in [
+        (from, inside, usize::MAX, usize::MAX),
+        (0, end, 57, usize::MAX),
+        (0, end, usize::MAX, 10),
+        (from, end, 0, usize::MAX),
+        (end, end + 1_000_000, usize::MAX, usize::MAX),
+    ] {
+        assert_eq!(
+            raw(from, end, max, stop_after),
+            decoded(from, end, max, stop_after),
+            "from {from} end {end} max {max} stop after {stop_after}"
+        );
+    }
+}

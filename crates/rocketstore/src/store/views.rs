@@ -296,6 +296,75 @@ impl Store {
         Ok(())
     }
 
+    /// Visits the message records of `[from, end)` in commit log order like
+    /// [`Store::visit_records`] (the same records, the same offset to continue from), without
+    /// decoding or checking them: `f(offset, record)` gets each record's `TOTALSIZE` bytes.
+    /// Stops at the first bytes that do not start like a record (MAGIC V1/V2 and a TOTALSIZE
+    /// of at least 8 that fits the readable data), where [`Store::visit_records`] would stop
+    /// or fail.
+    ///
+    /// For a second reader of records that [`Store::visit_records`] checks at the same time
+    /// (nothing here is validated beyond the header peek).
+    ///
+    /// # Errors
+    /// [`Error::Closed`].
+    pub fn visit_raw_records(
+        &self,
+        from: u64,
+        end: u64,
+        max: usize,
+        mut f: impl FnMut(u64, &[u8]) -> bool,
+    ) -> Result<u64> {
+        self.check_readable()?;
+        let mut offset = from.max(self.log.min_offset());
+        let mut taken = 0usize;
+        let mut file: Option<std::sync::Arc<MappedFile>> = None;
+        while taken < max && offset < end {
+            let file_ref = match file.take() {
+                Some(fl) if offset < offset_after(&fl) => fl,
+                _ => match self.log.queue().find(offset) {
+                    Some(fl) => fl,
+                    None => break,
+                },
+            };
+            let pos = (offset - file_ref.from()) as usize;
+            let Some(rest) = file_ref.slice_to_end(pos) else {
+                break;
+            };
+            if rest.is_empty() {
+                if file_ref.is_fully_readable() {
+                    offset = offset_after(&file_ref);
+                    file = Some(file_ref);
+                    continue;
+                }
+                break;
+            }
+            let (Some(size), Some(magic)) = (peek_total_size(rest), peek_magic(rest)) else {
+                break;
+            };
+            prefetch_ahead(rest, size);
+            if magic == BLANK_MAGIC_CODE {
+                offset = offset_after(&file_ref);
+                file = Some(file_ref);
+                continue;
+            }
+            let Some(rec) = usize::try_from(size)
+                .ok()
+                .filter(|&s| s >= 8)
+                .and_then(|s| rest.get(..s))
+            else {
+                break;
+            };
+            if MessageVersion::from_magic(magic).is_none() || !f(offset, rec) {
+                break;
+            }
+            taken += 1;
+            offset += rec.len() as u64;
+            file = Some(file_ref);
+        }
+        Ok(if taken == 0 { from } else { offset })
+    }
+
     /// Up to `max` consume queue units of a queue from queue offset `from`, with their offsets
     /// (RocketMQ reads at most one consume queue file per call, and so does this). Empty for an
     /// unknown queue or an offset outside `[min_offset_in_queue, max_offset_in_queue)`.
