@@ -833,6 +833,69 @@ impl MessageColumns {
         self.scratch = recycle(pairs);
     }
 
+    /// Columns with no buffers at all, building `part` (filled by [`MessageColumns::split_properties`]).
+    fn hollow(part: Part, body_with_properties: bool) -> Self {
+        let host = || HostCol {
+            col: Utf8Col::unused(),
+            last: None,
+        };
+        MessageColumns {
+            topic: Utf8Col::unused(),
+            queue_id: Vec::new(),
+            queue_offset: Vec::new(),
+            commitlog_offset: Vec::new(),
+            store_size: Vec::new(),
+            body: Utf8Col::unused(),
+            body_crc: Vec::new(),
+            flag: Vec::new(),
+            sys_flag: Vec::new(),
+            tags: Utf8Col::unused(),
+            keys: Utf8Col::unused(),
+            prop_offsets: Vec::new(),
+            prop_keys: Utf8Col::unused(),
+            prop_values: Utf8Col::unused(),
+            born_timestamp: Vec::new(),
+            born_host: host(),
+            store_timestamp: Vec::new(),
+            store_host: host(),
+            reconsume_times: Vec::new(),
+            prepared_transaction_offset: Vec::new(),
+            msg_id: Utf8Col::unused(),
+            uniq_key: Utf8Col::unused(),
+            ids: OffsetMsgIds::default(),
+            taken: Taken::default(),
+            max_bytes: 0,
+            scratch: Vec::new(),
+            pairs: Vec::new(),
+            rows: 0,
+            plan_bytes: 0,
+            count: 0,
+            part,
+            body_with_properties,
+            arrays: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// Moves the columns of [`Part::Properties`] (with the bodies if `body`) out of these
+    /// columns of every part, which keep [`Part::Rest`]: two threads can then append the rows
+    /// of later ranges and convert to Arrow one half each ([`merge_ranges`]).
+    fn split_properties(&mut self, body: bool) -> MessageColumns {
+        let mut out = MessageColumns::hollow(Part::Properties, body);
+        out.tags = self.tags.take();
+        out.keys = self.keys.take();
+        out.prop_offsets = take(&mut self.prop_offsets);
+        out.prop_keys = self.prop_keys.take();
+        out.prop_values = self.prop_values.take();
+        out.uniq_key = self.uniq_key.take();
+        if body {
+            out.body = self.body.take();
+        }
+        self.part = Part::Rest;
+        self.body_with_properties = body;
+        out
+    }
+
     /// Appends the rows of `next`, built for the rows right after these (see [`build`]); its
     /// buffers go back to the pool.
     fn append(&mut self, next: MessageColumns) {
@@ -1278,13 +1341,57 @@ fn build_split<W: Walk>(
         SPLIT_FALLBACKS.fetch_add(1, Ordering::Relaxed);
         return None;
     }
-    let mut parts = parts.into_iter().flatten();
-    let (mut cols, mut next) = parts.next()?;
-    for (more, after) in parts {
-        cols.append(more);
-        next = after;
+    let merged = merge_ranges(parts.into_iter().flatten().collect());
+    if merged.is_none() {
+        SPLIT_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+        return None;
     }
     SPLIT_BUILDS.fetch_add(1, Ordering::Relaxed);
+    merged
+}
+
+/// Appends the row ranges of a split build in order and converts the batch's columns to
+/// Arrow arrays, on two threads: a helper takes the columns split out of the properties
+/// (with the bodies when records are large, as [`build_by_columns`] does), the calling
+/// thread every other column. The copy of the later ranges and the UTF-8 and offset checks
+/// are then no longer serial work of the calling thread. `None` if a conversion fails (the
+/// batch is then built again on one thread, whose conversion reports the error).
+fn merge_ranges<P: Send>(ranges: Vec<(MessageColumns, P)>) -> Option<(MessageColumns, P)> {
+    let mut ranges = ranges.into_iter();
+    let (mut cols, mut next) = ranges.next()?;
+    let mut later: Vec<(MessageColumns, P)> = ranges.collect();
+    let first = cols
+        .store_size
+        .first()
+        .and_then(|&s| usize::try_from(s).ok())
+        .unwrap_or(0);
+    let body = first > BODY_WITH_PROPERTIES_ABOVE;
+    let mut properties = cols.split_properties(body);
+    let later_properties: Vec<MessageColumns> = later
+        .iter_mut()
+        .map(|(more, _)| more.split_properties(body))
+        .collect();
+    let helper_part = move || -> Option<MessageColumns> {
+        for more in later_properties {
+            properties.append(more);
+        }
+        properties.convert_part().ok()?;
+        Some(properties)
+    };
+    let (properties, rest) = std::thread::scope(|s| {
+        let helper = std::thread::Builder::new()
+            .name("rs-arrow-read".into())
+            .spawn_scoped(s, helper_part);
+        for (more, after) in later {
+            cols.append(more);
+            next = after;
+        }
+        let rest = cols.convert_part().ok();
+        let properties = helper.ok().and_then(|h| h.join().ok()).flatten();
+        (properties, rest)
+    });
+    rest?;
+    cols.arrays.extend(properties?.arrays);
     Some((cols, next))
 }
 
