@@ -9,6 +9,8 @@ a local[2] session (as ``rocketstore bench --spark``), then times round after ro
 * ``noop_nogc``: the same with the worker's heap frozen (``--only`` it);
 * ``rocketstore``: ``df.write.format("rocketstore")``;
 * ``rocketstore_transient``: the same with ``transient_store_pool_enable`` (``--only`` it);
+* ``rocketstore_pwrite`` / ``rocketstore_mapping``: the same with ``pwrite_commit_log`` on / off
+  (records staged and ``pwrite``n, or stored into the mapping; ``--only`` them);
 * ``rocketstore_gc_on``: the same without the frozen worker heap (``--only``);
 * ``profiled``: the same writer with per-step thread CPU in the Python worker (``--profile``).
 
@@ -261,6 +263,20 @@ def _writers(df: Any, fsize: str) -> dict[str, Any]:
             .mode("overwrite")
             .option("mapped_file_size_commit_log", fsize)
             .option("transient_store_pool_enable", "true")
+            .save(str(p))
+        ),
+        "rocketstore_pwrite": lambda p: (
+            df.write.format("rocketstore")
+            .mode("overwrite")
+            .option("mapped_file_size_commit_log", fsize)
+            .option("pwrite_commit_log", "true")
+            .save(str(p))
+        ),
+        "rocketstore_mapping": lambda p: (
+            df.write.format("rocketstore")
+            .mode("overwrite")
+            .option("mapped_file_size_commit_log", fsize)
+            .option("pwrite_commit_log", "false")
             .save(str(p))
         ),
         "rocketstore_gc_on": lambda p: (

@@ -237,6 +237,9 @@ pub(crate) struct CommitLog {
     /// True when services run on threads; false when tests drive them (the writer then creates
     /// files and flushes by itself).
     background: bool,
+    /// `pwrite_commit_log`: the writer stages records and `pwrite`s them (see
+    /// [`FileWriter::stage_writes`]).
+    stage_writes: bool,
     /// Files the writer had to create itself (the allocator was not ahead).
     sync_creations: std::sync::atomic::AtomicU64,
     /// Messages and bytes put per topic (RocketMQ StoreStatsService), updated outside the put
@@ -294,6 +297,7 @@ impl CommitLog {
             commit_signal,
             wake_flush_on_put: !cfg.flush_commit_log_timed,
             background: cfg.background_threads,
+            stage_writes: cfg.pwrite_commit_log,
             sync_creations: std::sync::atomic::AtomicU64::new(0),
             put_stats: Mutex::new(HashMap::new()),
             feed: Feed::default(),
@@ -380,7 +384,11 @@ impl CommitLog {
         if current.is_none() {
             if let Some(last) = self.queue.last() {
                 if !last.is_full() {
-                    *current = Some(last.writer()?);
+                    let mut w = last.writer()?;
+                    if self.stage_writes {
+                        w.stage_writes();
+                    }
+                    *current = Some(w);
                     return Ok(());
                 }
             }
@@ -401,7 +409,10 @@ impl CommitLog {
                 file.attach_buffer(buf, Arc::clone(pool));
             }
         }
-        let writer = file.writer()?;
+        let mut writer = file.writer()?;
+        if self.stage_writes {
+            writer.stage_writes();
+        }
         self.queue.push(file)?;
         if let Some(prev) = current.replace(writer) {
             prev.file().munlock();
@@ -566,11 +577,22 @@ impl CommitLog {
                 }
             }
         }
+        // Staged records reach the file before they are published; a failed write loses the
+        // whole call (nothing of it is published) and fences the store.
+        let mut unwritten = None;
         if let Some(w) = current.as_mut().filter(|_| started) {
             w.file().set_last_store_timestamp(store_ts);
-            w.publish(pos);
+            match w.write_out() {
+                Ok(()) => w.publish(pos),
+                Err(e) => unwritten = Some(e),
+            }
         }
         st.current = current;
+        if let Some(e) = unwritten {
+            drop(st);
+            let cause = self.health.poison(e);
+            return Err(Error::Poisoned { cause });
+        }
         if let Some(b) = fed {
             self.feed.push(b);
         }

@@ -366,6 +366,12 @@ store_config! {
         /// the allocate service, so the writer takes no page faults (ours). Not done with
         /// `transient_store_pool_enable`: its commit writes with `pwrite`, which needs no fault.
         populate_mapped_file = true, None;
+        /// Append commit log records through a small reused staging buffer that is written
+        /// into the file with `pwrite`, instead of storing them into the file's mapping (ours;
+        /// the bytes are the same): no page fault, read-ahead or zero-fill of the file's pages,
+        /// and no pre-fault. Readers still read through the mapping. No effect with
+        /// `transient_store_pool_enable` (its commit already `pwrite`s).
+        pwrite_commit_log = false, None;
         /// Async flush sleeps its interval (true) or waits and can be woken by puts (false)
         /// (RocketMQ `flushCommitLogTimed`).
         flush_commit_log_timed = true, Some("flushCommitLogTimed");
@@ -438,9 +444,9 @@ fn str_value<'a>(key: &str, value: &'a ConfigValue) -> Result<&'a str> {
 
 impl StoreConfig {
     /// New commit log files are pre-faulted: `populate_mapped_file`, unless messages go through
-    /// the transient store pool (its commit `pwrite`s whole pages, which needs no fault).
+    /// the transient store pool or `pwrite_commit_log` (both `pwrite`, which needs no fault).
     pub(crate) fn prefault_commit_log(&self) -> bool {
-        self.populate_mapped_file && !self.transient_store_pool_enable
+        self.populate_mapped_file && !self.transient_store_pool_enable && !self.pwrite_commit_log
     }
 
     fn str_fields() -> Vec<FieldInfo> {

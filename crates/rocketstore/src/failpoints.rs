@@ -22,6 +22,8 @@ pub const MAP: &str = "mapped_file::map::mmap";
 pub const FLUSH_MSYNC: &str = "mapped_file::flush::msync";
 /// Write (`pwrite`) of the transient buffer into the file (commit).
 pub const COMMIT_COPY: &str = "mapped_file::commit::copy";
+/// Write (`pwrite`) of staged records into the file (`pwrite_commit_log`).
+pub const STAGE_WRITE: &str = "mapped_file::stage::write";
 /// Writing the checkpoint file.
 pub const CHECKPOINT_WRITE: &str = "checkpoint::write";
 /// Unlinking a file.
@@ -35,6 +37,7 @@ pub const ALL: &[&str] = &[
     MAP,
     FLUSH_MSYNC,
     COMMIT_COPY,
+    STAGE_WRITE,
     CHECKPOINT_WRITE,
     UNLINK,
 ];

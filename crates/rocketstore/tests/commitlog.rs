@@ -410,3 +410,171 @@ fn invalid_input_writes_nothing() {
     assert_eq!(m.version, rocketstore::format::MessageVersion::V2);
     store.close().unwrap();
 }
+
+/// Writes the same messages (batches of mixed sizes across file rolls, and single puts) into
+/// a store, returning the put results.
+fn put_mixed(store: &Store) -> Vec<rocketstore::PutResult> {
+    let mut out = Vec::new();
+    let sizes = [10usize, 300, 1024, 4096, 30_000, 70];
+    let mut seq = 0usize;
+    for round in 0..12 {
+        let n = 40 + round * 7;
+        let bodies: Vec<Vec<u8>> = (0..n)
+            .map(|i| vec![((seq + i) % 251) as u8; sizes[(seq + i) % sizes.len()]])
+            .collect();
+        let keys: Vec<String> = (0..n).map(|i| format!("key-{}", seq + i)).collect();
+        let uniq: Vec<String> = (0..n).map(|i| format!("UNIQ{:012}", seq + i)).collect();
+        let key_refs: Vec<[&str; 1]> = keys.iter().map(|k| [k.as_str()]).collect();
+        let msgs: Vec<PutMessage<'_>> = (0..n)
+            .map(|i| PutMessage {
+                topic: if (seq + i).is_multiple_of(3) {
+                    "TopicA"
+                } else {
+                    "TopicB"
+                },
+                body: &bodies[i],
+                // Every fourth round is one queue: written as a MessageBatch (never split).
+                queue_id: if round % 4 == 3 {
+                    1
+                } else {
+                    ((seq + i) % 4) as i32
+                },
+                tags: Some("TagA"),
+                keys: &key_refs[i],
+                born_timestamp: Some(1_700_000_000_000 + (seq + i) as i64),
+                uniq_key: Some(uniq[i].as_str()),
+                ..Default::default()
+            })
+            .collect();
+        out.extend(store.put_batch(&msgs).unwrap());
+        let single = format!("single-{round}");
+        out.push(
+            store
+                .put(&PutMessage {
+                    topic: "TopicC",
+                    body: single.as_bytes(),
+                    born_timestamp: Some(1_700_000_000_000),
+                    uniq_key: Some(single.as_str()),
+                    ..Default::default()
+                })
+                .unwrap(),
+        );
+        seq += n;
+    }
+    out
+}
+
+/// Byte offset of STORETIMESTAMP in a record with an IPv4 born host.
+const STORE_TIMESTAMP_AT: usize = 56;
+
+#[test]
+fn pwrite_commit_log_writes_the_same_bytes_as_the_mapping() {
+    let run = |pwrite: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = StoreConfig::default();
+        for (k, v) in [
+            ("mapped_file_size_commit_log", ConfigValue::Int(1 << 20)),
+            ("mapped_file_size_consume_queue", ConfigValue::Int(300 * 20)),
+            // The whole-record CRC covers the store timestamp, which differs between stores.
+            ("enabled_append_prop_crc", ConfigValue::Bool(false)),
+            ("pwrite_commit_log", ConfigValue::Bool(pwrite)),
+        ] {
+            c.set(k, v).unwrap();
+        }
+        let store = Store::open(dir.path(), c).unwrap();
+        let results = put_mixed(&store);
+        assert!(results.iter().all(|r| r.status == PutStatus::PutOk));
+        store.flush().unwrap();
+        let scanned: Vec<_> = store
+            .scan(0)
+            .unwrap()
+            .with_crc_check(true)
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(scanned.len(), results.len());
+        store.close().unwrap();
+        (dir, results)
+    };
+    let (mapped, r1) = run(false);
+    let (staged, r2) = run(true);
+    let key = |r: &rocketstore::PutResult| (r.commitlog_offset, r.queue_offset, r.wrote_bytes);
+    assert_eq!(
+        r1.iter().map(key).collect::<Vec<_>>(),
+        r2.iter().map(key).collect::<Vec<_>>()
+    );
+    let files = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d.join("commitlog"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    };
+    let (f1, f2) = (files(mapped.path()), files(staged.path()));
+    assert!(f1.len() >= 3, "the messages span several files");
+    assert_eq!(
+        f1.iter().map(|p| p.file_name()).collect::<Vec<_>>(),
+        f2.iter().map(|p| p.file_name()).collect::<Vec<_>>()
+    );
+    for (a, b) in f1.iter().zip(&f2) {
+        let base = parse_file_name(a.file_name().unwrap().to_str().unwrap()).unwrap();
+        let want = std::fs::read(a).unwrap();
+        let mut got = std::fs::read(b).unwrap();
+        assert_eq!(want.len(), got.len());
+        // Only the store timestamps may differ: take the reference's.
+        for r in &r1 {
+            let off = r.commitlog_offset as u64;
+            if off >= base && off < base + want.len() as u64 {
+                let at = (off - base) as usize + STORE_TIMESTAMP_AT;
+                got[at..at + 8].copy_from_slice(&want[at..at + 8]);
+            }
+        }
+        assert!(want == got, "{} differs", b.display());
+    }
+    let cq = |d: &Path| {
+        snapshot(&d.join("consumequeue"))
+            .into_iter()
+            .map(|(p, bytes)| (p.replace(&d.display().to_string(), ""), bytes))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        cq(mapped.path()) == cq(staged.path()),
+        "consume queues are byte-identical"
+    );
+    check_commitlog_dir(&staged.path().join("commitlog"), 1 << 20);
+    // Reopened, the staged store reads back the same messages.
+    let mut c = StoreConfig::default();
+    c.set("mapped_file_size_consume_queue", ConfigValue::Int(300 * 20))
+        .unwrap();
+    let store = Store::open(staged.path(), c).unwrap();
+    assert_eq!(store.scan(0).unwrap().count(), r1.len());
+    store.close().unwrap();
+}
+
+#[test]
+fn pwrite_commit_log_with_the_record_crc_reads_back_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = StoreConfig::default();
+    c.set("mapped_file_size_commit_log", ConfigValue::Int(1 << 20))
+        .unwrap();
+    c.set("pwrite_commit_log", ConfigValue::Bool(true)).unwrap();
+    let store = Store::open(dir.path(), c).unwrap();
+    let results = put_mixed(&store);
+    for r in results.iter().step_by(13) {
+        let m = store
+            .look_message_by_offset(r.commitlog_offset as u64)
+            .unwrap();
+        assert!(m.crc_ok());
+        assert_eq!(m.msg_id(), r.msg_id());
+    }
+    store.close().unwrap();
+    let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+    let n = store
+        .scan(0)
+        .unwrap()
+        .with_crc_check(true)
+        .map(Result::unwrap)
+        .count();
+    assert_eq!(n, results.len());
+    store.close().unwrap();
+}

@@ -61,13 +61,16 @@ fn config(mode: &str) -> StoreConfig {
     c.set("max_hash_slot_num", ConfigValue::Int(SLOTS as i64))
         .unwrap();
     c.set("max_index_num", ConfigValue::Int(4000)).unwrap();
+    if mode == "staged" {
+        c.set("pwrite_commit_log", ConfigValue::Bool(true)).unwrap();
+    }
     if mode == "pool" {
         c.set("transient_store_pool_enable", ConfigValue::Bool(true))
             .unwrap();
         c.set("transient_store_pool_size", ConfigValue::Int(2))
             .unwrap();
     }
-    let flush = if mode == "sync" {
+    let flush = if mode == "sync" || mode == "staged" {
         "SYNC_FLUSH"
     } else {
         "ASYNC_FLUSH"
@@ -540,6 +543,9 @@ fn run_failpoints(rng: &mut Rng) -> (usize, usize, usize) {
 fn failpoint_mode(name: &str) -> String {
     if name == rocketstore::failpoints::COMMIT_COPY {
         "pool".into()
+    } else if name == rocketstore::failpoints::STAGE_WRITE {
+        // SYNC_FLUSH with the commit log written through the staging buffer.
+        "staged".into()
     } else {
         "sync".into()
     }

@@ -241,3 +241,49 @@ fn failing_file_creation_leaves_no_half_file() {
     store.put(&msg(b"x")).unwrap();
     store.close().unwrap();
 }
+
+#[test]
+fn failed_staged_write_fences_the_store_and_publishes_nothing_of_the_batch() {
+    let _s = scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let staged = || {
+        cfg(&[
+            ("flush_disk_type", ConfigValue::Str("SYNC_FLUSH".into())),
+            ("pwrite_commit_log", ConfigValue::Bool(true)),
+        ])
+    };
+    let store = Store::open(dir.path(), staged()).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..20u32 {
+        let r = store.put(&msg(&i.to_be_bytes())).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+        acked.push(r.commitlog_offset);
+    }
+    let wrote_before = store.cursors().wrote;
+    fail::cfg(fp::STAGE_WRITE, "return(EIO)").unwrap();
+    let bodies: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 100]).collect();
+    let batch: Vec<PutMessage<'_>> = bodies.iter().map(|b| msg(b)).collect();
+    assert!(matches!(
+        store.put_batch(&batch),
+        Err(Error::Poisoned { .. })
+    ));
+    assert!(store.poisoned().is_some());
+    assert_eq!(
+        store.cursors().wrote,
+        wrote_before,
+        "nothing of the failed batch is published"
+    );
+    fail::remove(fp::STAGE_WRITE);
+    assert!(matches!(
+        store.put(&msg(b"late")),
+        Err(Error::Poisoned { .. })
+    ));
+    let _ = store.close();
+    let store = Store::open(dir.path(), staged()).unwrap();
+    for off in &acked {
+        store.look_message_by_offset(*off as u64).unwrap();
+    }
+    assert_eq!(store.scan(0).unwrap().count(), acked.len());
+    assert_eq!(store.put(&msg(b"after")).unwrap().status, PutStatus::PutOk);
+    store.close().unwrap();
+}

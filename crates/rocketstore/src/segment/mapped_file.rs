@@ -324,6 +324,7 @@ impl MappedFile {
         Ok(FileWriter {
             file: Arc::clone(self),
             target,
+            stage: None,
         })
     }
 
@@ -617,7 +618,24 @@ pub(crate) struct FileWriter {
     file: Arc<MappedFile>,
     /// The transient buffer's handle when one was attached at claim time, else the mapping's.
     target: AppendWriter,
+    /// With [`FileWriter::stage_writes`]: appends are encoded here and written into the file
+    /// with `pwrite` (at the latest before they are published), not stored into the mapping.
+    stage: Option<Stage>,
 }
+
+/// Bytes `[from, from + buf.len())` of the file, encoded but not yet written into it.
+#[derive(Debug, Default)]
+struct Stage {
+    from: usize,
+    buf: Vec<u8>,
+    /// A `pwrite` failed: nothing staged is written or published any more.
+    broken: bool,
+}
+
+/// Staged bytes are written out once they reach this size (and before every publish): small
+/// enough to stay in the L2 cache between the encoder and `pwrite`'s copy, large enough that
+/// the system call is a few ns per record.
+const STAGE_BYTES: usize = 256 * 1024;
 
 impl FileWriter {
     /// The file written.
@@ -643,11 +661,67 @@ impl FileWriter {
                 )),
             ));
         }
+        if let Some(stage) = self.stage.as_ref() {
+            let end = stage.from + stage.buf.len();
+            if !stage.buf.is_empty() && (pos != end || stage.buf.len() + len > STAGE_BYTES) {
+                self.write_out()?;
+            }
+            if let Some(stage) = self.stage.as_mut() {
+                if stage.buf.is_empty() {
+                    stage.from = pos;
+                }
+                // Zero-filled like the fallocated file's pages, so bytes an encoder skips are
+                // the same either way.
+                let old = stage.buf.len();
+                stage.buf.resize(old + len, 0);
+                return Ok(f(&mut stage.buf[old..]));
+            }
+        }
         self.target
             .write_with(pos, len, f)
             .ok_or_else(|| Error::ReadOnly {
-                path: file.path.clone(),
+                path: self.file.path.clone(),
             })
+    }
+
+    /// From now on appends to this file are encoded into a small staging buffer that
+    /// [`FileWriter::write_out`] writes into the file with `pwrite` (no page fault, read-ahead
+    /// or zero-fill of the file's pages; the bytes are the same). Only for a file written
+    /// through its mapping (no transient buffer); a no-op otherwise.
+    pub(crate) fn stage_writes(&mut self) {
+        if self.stage.is_none() && Arc::ptr_eq(self.target.region(), &self.file.map) {
+            self.stage = Some(Stage::default());
+        }
+    }
+
+    /// Writes the staged bytes into the file (`pwrite`). A failure is final for this handle:
+    /// what was staged is never published, and later calls fail too (the caller poisons the
+    /// store).
+    pub(crate) fn write_out(&mut self) -> Result<()> {
+        let Some(stage) = self.stage.as_mut() else {
+            return Ok(());
+        };
+        let path = &self.file.path;
+        if stage.broken {
+            return Err(Error::io(
+                "pwrite",
+                path,
+                std::io::Error::other("an earlier write of staged records failed"),
+            ));
+        }
+        if stage.buf.is_empty() {
+            return Ok(());
+        }
+        match write_staged(&mut self.target, &self.file, stage) {
+            Ok(()) => {
+                stage.buf.clear();
+                Ok(())
+            }
+            Err(e) => {
+                stage.broken = true;
+                Err(e)
+            }
+        }
     }
 
     /// Writes the 8-byte END_OF_FILE blank record at `pos` and fills the file (`wrote = size`).
@@ -665,6 +739,14 @@ impl FileWriter {
         }
         let mut blank = [0u8; 8];
         rocketstore_format::encode_blank(&mut blank, remaining as i32);
+        if self.stage.is_some() {
+            // Only the header is written: the rest of the file is left as it is, as the
+            // mapping's blank leaves it.
+            self.write_with(pos, blank.len(), |dst| dst.copy_from_slice(&blank))?;
+            self.write_out()?;
+            self.publish(size);
+            return Ok(());
+        }
         let buffered = !Arc::ptr_eq(self.target.region(), &self.file.map);
         self.write_with(pos, remaining, |dst| {
             dst[..8].copy_from_slice(&blank);
@@ -680,12 +762,30 @@ impl FileWriter {
     /// lowers it.
     #[inline]
     pub(crate) fn publish(&mut self, pos: usize) {
+        // Staged bytes are not in the file yet: never published (see `write_out`).
+        let pos = match &self.stage {
+            Some(stage) if !stage.buf.is_empty() || stage.broken => pos.min(stage.from),
+            _ => pos,
+        };
         // The target's watermark first: a reader that sees `wrote` can read below it.
         self.target.publish(pos);
         self.file
             .wrote
             .store(self.target.published(), Ordering::Release);
     }
+}
+
+/// `pwrite`s `stage` into `file` through its mapping's write handle `target`.
+fn write_staged(target: &mut AppendWriter, file: &MappedFile, stage: &Stage) -> Result<()> {
+    fail::fail_point!(fp::STAGE_WRITE, |arg| Err(fp::injected(
+        "pwrite", &file.path, arg
+    )));
+    target
+        .write_file(&file.file, stage.from, &stage.buf)
+        .ok_or_else(|| Error::ReadOnly {
+            path: file.path.clone(),
+        })?
+        .map_err(|e| Error::io("pwrite", &file.path, e))
 }
 
 /// Bytes of a file regardless of its cursors (see [`MappedFile::recovery_view`]).
