@@ -356,6 +356,52 @@ def test_failed_retried_and_speculative_attempts_publish_once(
     assert bodies == [f"0-{j}".encode() for j in range(50)]  # no duplicate, no half store
 
 
+def test_writer_stages_and_pwrites_by_default_with_the_same_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer opens its stores with ``pwrite_commit_log`` unless the job turns it off; both
+    ways publish the same records at the same offsets and byte-identical consume queues."""
+    opened: list[bool] = []
+    real_open = RocketStoreWriter._open
+
+    def spy(self: RocketStoreWriter, path: Path) -> Any:
+        store = real_open(self, path)
+        opened.append(bool(store.config["pwrite_commit_log"]))
+        return store
+
+    monkeypatch.setattr(RocketStoreWriter, "_open", spy)
+    roots = []
+    for flag in (None, "false"):
+        root = tmp_path / f"root-{flag}"
+        writer = _writer(root)
+        if flag is not None:
+            writer.config["pwrite_commit_log"] = False  # as .option("pwriteCommitLog", "false")
+        _as_task(monkeypatch, 0, 7, 0)
+        writer.commit([writer.write(_batches(0, 3000))])
+        roots.append(root)
+        entry = json.loads((root / MANIFEST).read_text())["stores"][0]
+        assert "pwrite_commit_log" not in entry["config"] or flag is not None
+    assert opened == [True, False]
+
+    def content(root: Path) -> tuple[list[tuple[Any, ...]], dict[str, bytes]]:
+        store = root / "store-00000"
+        with rocketstore.MessageStore(store, read_only=True, **SMALL_KW) as s:
+            rows = [
+                (m.commitlog_offset, m.queue_id, m.queue_offset, m.topic, m.body, m.keys)
+                for m in s.scan()
+            ]
+        cq = {
+            str(p.relative_to(store)): p.read_bytes()
+            for p in sorted((store / "consumequeue").rglob("*"))
+            if p.is_file()
+        }
+        return rows, cq
+
+    staged, mapped = content(roots[0]), content(roots[1])
+    assert len(staged[0]) == 3000
+    assert staged == mapped
+
+
 def test_published_clean_store_opens_without_the_tail_crc_walk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
