@@ -11,7 +11,11 @@ and the calling thread's minor page faults::
 
     .venv/bin/python benches/put_threads_probe.py 1024 [messages]
 
-``ROCKETSTORE_BENCH_DIR`` picks the directory for the store (default: the temp dir);
+``PROBE_BENCH_START=1`` starts the calls right after the warm-up put, as ``rocketstore bench``
+does (the first files are still being made and pre-faulted during the calls). After the window
+the probe waits for the threads to go idle and prints the CPU they spent after it
+(``after the window``: work the bench row never sees, such as pre-faulting a file that is not
+written). ``ROCKETSTORE_BENCH_DIR`` picks the directory for the store (default: the temp dir);
 ``PERF_OUT=file`` records ``perf record -e cpu-clock -g`` (``PERF_EV``, ``PERF_G`` override
 the event and the call-graph option) of exactly the measured window.
 """
@@ -57,7 +61,8 @@ def main() -> None:
     shutil.rmtree(path, ignore_errors=True)
     store = _bench._open(path, o)
     store.put("BenchWarmup", b"x")
-    _bench._wait_background_idle()
+    if os.environ.get("PROBE_BENCH_START") != "1":
+        _bench._wait_background_idle()
     me = str(threading.get_native_id())
     perf = None
     if os.environ.get("PERF_OUT"):
@@ -79,6 +84,8 @@ def main() -> None:
     if perf is not None:
         perf.send_signal(signal.SIGINT)
         perf.wait()
+    _bench._wait_background_idle()
+    idle = tasks()
     store.close()
     shutil.rmtree(path, ignore_errors=True)
     per: dict[str, int] = {}
@@ -92,10 +99,16 @@ def main() -> None:
     threads = ", ".join(
         f"{k} {v / n:.0f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v >= n
     )
+    later: dict[str, int] = {}
+    for tid, (comm, ns, _) in idle.items():
+        if tid != me:
+            later[comm] = later.get(comm, 0) + ns - after.get(tid, (comm, ns, 0))[1]
+    tail = ", ".join(f"{k} {v / n:.0f}" for k, v in sorted(later.items()) if v >= n)
     print(
         f"python put_batch {size} B, {n} msgs: {n / in_calls / 1e6:.3f} M msg/s in the calls, "
         f"{n / wall / 1e6:.3f} M until dispatched; {cpu * 1e9 / n:.0f} ns CPU per message "
-        f"(whole process; by thread: {threads}); caller minor faults {faults}",
+        f"(whole process; by thread: {threads}); caller minor faults {faults}; "
+        f"after the window: {tail or 'nothing'}",
         flush=True,
     )
 

@@ -580,10 +580,14 @@ impl CommitLog {
         // Staged records reach the file before they are published; a failed write loses the
         // whole call (nothing of it is published) and fences the store.
         let mut unwritten = None;
+        let mut wrote_to = None;
         if let Some(w) = current.as_mut().filter(|_| started) {
             w.file().set_last_store_timestamp(store_ts);
             match w.write_out() {
-                Ok(()) => w.publish(pos),
+                Ok(()) => {
+                    w.publish(pos);
+                    wrote_to = Some(w.file().from() + pos as u64);
+                }
                 Err(e) => unwritten = Some(e),
             }
         }
@@ -597,6 +601,9 @@ impl CommitLog {
             self.feed.push(b);
         }
         drop(st);
+        if let (Some(alloc), Some(end)) = (&self.allocator, wrote_to) {
+            alloc.progress(end);
+        }
         self.count_puts(msgs, &results);
         if let Some(e) = failed {
             if results.is_empty() {

@@ -180,13 +180,31 @@ impl MmapRegion {
     /// Works in 32 MiB steps and stops early when `stop()` returns true (a closing store does
     /// not wait for a whole file to be pre-faulted).
     pub(crate) fn populate_write(&self, stop: &dyn Fn() -> bool) -> io::Result<()> {
+        self.populate_write_range(0, self.len, stop)
+    }
+
+    /// [`MmapRegion::populate_write`] of `[offset, offset + len)` only (the allocate service
+    /// pre-faults the next commit log file in steps that follow the writer).
+    pub(crate) fn populate_write_range(
+        &self,
+        offset: usize,
+        len: usize,
+        stop: &dyn Fn() -> bool,
+    ) -> io::Result<()> {
         const STEP: usize = 32 << 20;
-        let mut at = 0;
-        while at < self.len {
+        if !self.in_bounds(offset, len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "populate range out of bounds",
+            ));
+        }
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
             if stop() {
                 return Ok(());
             }
-            let len = STEP.min(self.len - at);
+            let len = STEP.min(end - at);
             match self.raw.advise_range(Advice::PopulateWrite, at, len) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(22) => {

@@ -533,11 +533,14 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Pre-faults every page for writing (`MADV_POPULATE_WRITE`). Runs in the allocate service
-    /// after the file was handed out: faulting pages in never changes their bytes, so it may run
-    /// while the writer appends. Best effort: a failure only costs page faults later.
-    pub(crate) fn populate(&self, stop: &dyn Fn() -> bool) {
-        let _ = self.map.mapping().populate_write(stop);
+    /// Pre-faults the pages of `[offset, offset + len)` (clamped to the file) for writing
+    /// (`MADV_POPULATE_WRITE`). Runs in the allocate service, possibly after the file was
+    /// handed out: faulting pages in never changes their bytes, so it may run while the writer
+    /// appends. Best effort: a failure only costs page faults later.
+    pub(crate) fn populate_range(&self, offset: usize, len: usize, stop: &dyn Fn() -> bool) {
+        let offset = offset.min(self.size);
+        let len = len.min(self.size - offset);
+        let _ = self.map.mapping().populate_write_range(offset, len, stop);
     }
 
     /// Undoes `warm`'s `mlock` (when the file is full).
