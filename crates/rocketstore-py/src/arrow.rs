@@ -25,7 +25,7 @@
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::Int8Type;
+use arrow_array::types::{Int32Type, Int8Type};
 use arrow_array::OffsetSizeTrait;
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BinaryViewArray, DictionaryArray, Int32Array, Int64Array,
@@ -102,6 +102,18 @@ enum Bytes {
     Small(BinaryArray),
     Large(LargeBinaryArray),
     View(BinaryViewArray),
+    /// A dictionary column: row `i` is value `keys[i]` of the values, which are not
+    /// materialized per row (topics and tags are usually a handful of distinct strings, and
+    /// rows of one value share one `&str`).
+    Dict(Int32Array, Box<Bytes>),
+}
+
+/// Dictionary key types read as int32 (every value fits; wider keys are materialized).
+fn small_dict_key(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16
+    )
 }
 
 impl Bytes {
@@ -123,6 +135,18 @@ impl Bytes {
             DataType::Binary => Bytes::Small(a.as_binary::<i32>().clone()),
             DataType::LargeBinary => Bytes::Large(a.as_binary::<i64>().clone()),
             DataType::BinaryView => Bytes::View(a.as_binary_view().clone()),
+            DataType::Dictionary(k, v)
+                if small_dict_key(k)
+                    && is_binary(v)
+                    && !matches!(**v, DataType::Dictionary(..)) =>
+            {
+                let d = a.as_any_dictionary();
+                let keys = arrow_cast::cast(d.keys(), &DataType::Int32).map_err(cast_err)?;
+                Bytes::Dict(
+                    keys.as_primitive::<Int32Type>().clone(),
+                    Box::new(Bytes::of(name, d.values())?),
+                )
+            }
             _ => {
                 let b = arrow_cast::cast(a, &DataType::LargeBinary).map_err(cast_err)?;
                 Bytes::Large(b.as_binary::<i64>().clone())
@@ -134,9 +158,10 @@ impl Bytes {
     /// `validate_full` checked against every offset.
     fn get(&self, i: usize) -> Option<&[u8]> {
         match self {
-            Bytes::Small(a) => (a.is_valid(i) && i < a.len()).then(|| a.value(i)),
-            Bytes::Large(a) => (a.is_valid(i) && i < a.len()).then(|| a.value(i)),
-            Bytes::View(a) => (a.is_valid(i) && i < a.len()).then(|| a.value(i)),
+            Bytes::Small(a) => (i < a.len() && a.is_valid(i)).then(|| a.value(i)),
+            Bytes::Large(a) => (i < a.len() && a.is_valid(i)).then(|| a.value(i)),
+            Bytes::View(a) => (i < a.len() && a.is_valid(i)).then(|| a.value(i)),
+            Bytes::Dict(keys, values) => values.get(dict_key(keys, i)?),
         }
     }
 
@@ -149,6 +174,14 @@ impl Bytes {
                 .map_err(|e| row_err(field, row, format!("is not valid UTF-8: {e}"))),
         }
     }
+}
+
+/// The value index of dictionary row `i` (`None` if the row is null or past the end; a key
+/// out of the values' range is rejected by `validate_full` and is then a missing value).
+fn dict_key(keys: &Int32Array, i: usize) -> Option<usize> {
+    (i < keys.len() && keys.is_valid(i))
+        .then(|| usize::try_from(keys.value(i)).ok())
+        .flatten()
 }
 
 /// The bytes rows `0..len` of an offsets array span, as text, and where they start; `None`
@@ -165,22 +198,43 @@ fn text_span<'a, O: OffsetSizeTrait>(offsets: &[O], data: &'a [u8]) -> Option<(&
 /// be text) or of a view type is checked row by row, with the same errors.
 #[derive(Debug)]
 struct Text<'a> {
+    /// The column, or a dictionary column's values.
     col: &'a Bytes,
+    /// A dictionary column's keys.
+    keys: Option<&'a Int32Array>,
     span: Option<(&'a str, usize)>,
 }
 
 impl<'a> Text<'a> {
+    /// A dictionary's values are checked (once), not its rows.
     fn new(col: &'a Bytes) -> Self {
         let span = match col {
+            Bytes::Dict(keys, values) => {
+                return Text {
+                    keys: Some(keys),
+                    ..Text::new(values)
+                }
+            }
             Bytes::Small(a) => text_span(a.value_offsets(), a.value_data()),
             Bytes::Large(a) => text_span(a.value_offsets(), a.value_data()),
             Bytes::View(_) => None,
         };
-        Text { col, span }
+        Text {
+            col,
+            keys: None,
+            span,
+        }
     }
 
     /// Row `i` as text (`None` if null); `row` (the message index) and `field` name it in errors.
     fn get(&self, i: usize, row: usize, field: &'static str) -> Result<Option<&'a str>, RowError> {
+        let i = match self.keys {
+            None => i,
+            Some(keys) => match dict_key(keys, i) {
+                Some(j) => j,
+                None => return Ok(None),
+            },
+        };
         if let Some((text, base)) = self.span {
             let range = match self.col {
                 Bytes::Small(a) if i < a.len() => {
@@ -190,7 +244,7 @@ impl<'a> Text<'a> {
                     a.is_valid(i).then(|| offsets_at(a.value_offsets(), i))
                 }
                 Bytes::Small(_) | Bytes::Large(_) => Some(None),
-                Bytes::View(_) => None,
+                Bytes::View(_) | Bytes::Dict(..) => None,
             };
             match range {
                 None => return Ok(None),

@@ -66,6 +66,52 @@ struct PutState {
     current: Option<FileWriter>,
 }
 
+/// Topics of one append whose queue offsets are taken out of the table for the batch.
+const BATCH_TOPICS: usize = 16;
+
+/// The queue offset slots of the topics one append writes, taken out of the put state's table
+/// for the batch and put back at its end: the table is hashed once per topic and batch, not
+/// once per message, and a topic is found by its `&str` first (rows of one topic usually share
+/// it), then by its text.
+#[derive(Debug, Default)]
+struct BatchOffsets<'m> {
+    taken: Vec<(&'m str, String, Vec<i64>)>,
+}
+
+impl<'m> BatchOffsets<'m> {
+    fn slots<'s>(
+        &'s mut self,
+        table: &'s mut HashMap<String, Vec<i64>>,
+        topic: &'m str,
+    ) -> &'s mut Vec<i64> {
+        let found = match self.taken.iter().position(|t| std::ptr::eq(t.0, topic)) {
+            Some(i) => Some(i),
+            None => self.taken.iter().position(|t| t.0 == topic),
+        };
+        let i = match found {
+            Some(i) => i,
+            None if self.taken.len() < BATCH_TOPICS => {
+                let (k, v) = table
+                    .remove_entry(topic)
+                    .unwrap_or_else(|| (topic.to_string(), Vec::new()));
+                self.taken.push((topic, k, v));
+                self.taken.len() - 1
+            }
+            None => usize::MAX,
+        };
+        match self.taken.get_mut(i) {
+            Some(t) => &mut t.2,
+            None => table.entry(topic.to_string()).or_default(),
+        }
+    }
+
+    fn put_back(self, table: &mut HashMap<String, Vec<i64>>) {
+        for (_, k, v) in self.taken {
+            table.insert(k, v);
+        }
+    }
+}
+
 /// Where a record lives, with the file pinned so the bytes stay mapped.
 #[derive(Debug, Clone)]
 pub(crate) struct RecordRef {
@@ -457,6 +503,7 @@ impl CommitLog {
             None
         };
         let mut shift = rocketstore_format::prop_crc::BodyShift::default();
+        let mut offsets = BatchOffsets::default();
         for (i, m) in msgs.iter().enumerate() {
             // The first record of a one-queue batch reserves room for the whole batch.
             let need = if i == 0 && whole_batch > 0 {
@@ -489,10 +536,7 @@ impl CommitLog {
                 let dispatched = m.dispatched();
                 let qid = m.header.queue_id as usize;
                 let queue_offset = if dispatched {
-                    let slots = match st.queue_offsets.get_mut(m.topic) {
-                        Some(s) => s,
-                        None => st.queue_offsets.entry(m.topic.to_string()).or_default(),
-                    };
+                    let slots = offsets.slots(&mut st.queue_offsets, m.topic);
                     if slots.len() <= qid {
                         slots.resize(qid + 1, 0);
                     }
@@ -577,6 +621,7 @@ impl CommitLog {
                 }
             }
         }
+        offsets.put_back(&mut st.queue_offsets);
         // Staged records reach the file before they are published; a failed write loses the
         // whole call (nothing of it is published) and fences the store.
         let mut unwritten = None;
@@ -633,7 +678,15 @@ impl CommitLog {
         let mut stats = lock(&self.put_stats);
         for (m, r) in msgs.iter().zip(results) {
             let bytes = r.wrote_bytes as u64;
-            if let Some(e) = local[..used].iter_mut().find(|e| e.0 == m.topic) {
+            // By the `&str` first: rows of one topic usually share it.
+            let at = match local[..used]
+                .iter()
+                .position(|e| std::ptr::eq(e.0, m.topic))
+            {
+                Some(i) => Some(i),
+                None => local[..used].iter().position(|e| e.0 == m.topic),
+            };
+            if let Some(e) = at.and_then(|i| local.get_mut(i)) {
                 e.1 += 1;
                 e.2 += bytes;
             } else if let Some(e) = local.get_mut(used) {
@@ -1246,6 +1299,9 @@ mod tests {
                 let e = expect.entry(m.topic.to_string()).or_default();
                 e.0 += 1;
                 e.1 += r.wrote_bytes as u64;
+                // Queue offsets count per topic across batches, for the topics a batch takes
+                // out of the table (the first 16) and the ones it looks up there.
+                assert_eq!(r.queue_offset, e.0 as i64 - 1, "{}", m.topic);
             }
         }
         let mut expect: Vec<(String, u64, u64)> =
