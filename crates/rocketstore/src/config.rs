@@ -362,9 +362,12 @@ store_config! {
         /// Touch every page of a new commit log file, then `mlock` it (RocketMQ
         /// `warmMapedFileEnable`).
         warm_mapped_file_enable = false, Some("warmMapedFileEnable");
-        /// Pre-fault every page of a new commit log file for writing (`MADV_POPULATE_WRITE`) in
-        /// the allocate service, so the writer takes no page faults (ours). Not done with
-        /// `transient_store_pool_enable`: its commit writes with `pwrite`, which needs no fault.
+        /// Pre-fault the pages of new commit log files for writing (`MADV_POPULATE_WRITE`) in
+        /// the allocate service, so the writer takes no page faults (ours): the file the writer
+        /// is in whole, the next one as far as the writer's progress through its file plus a
+        /// quarter file (complete when the writer reaches it). Not done with
+        /// `transient_store_pool_enable` or `pwrite_commit_log`: both write with `pwrite`,
+        /// which needs no fault.
         populate_mapped_file = true, None;
         /// Append commit log records through a small reused staging buffer that is written
         /// into the file with `pwrite`, instead of storing them into the file's mapping (ours;
