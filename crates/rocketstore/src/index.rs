@@ -93,25 +93,9 @@ impl IndexBatch<'_> {
     /// # Errors
     /// I/O errors creating a file (nothing of the failed key is published).
     pub(crate) fn build(&mut self, req: &IndexRequest<'_>) -> Result<()> {
-        let newest = self
-            .newest
-            .as_ref()
-            .map(|f| (f.end_phy_offset(), f.index_count()));
-        if newest.is_some_and(|(end, _)| req.phy_offset < end) {
+        let Admit::Put(redo) = self.admit(req.phy_offset, req.sys_flag)? else {
             return Ok(());
-        }
-        if sysflag::transaction_type(req.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE {
-            return Ok(());
-        }
-        // Recovery re-dispatches from the newest file's endPhyOffset, which is the *start* of
-        // the newest indexed record: the keys of that record already in the file are not put
-        // twice (a clean reopen changes no index byte; a crash between two keys of one record
-        // still gets the missing keys).
-        let redo = newest
-            .is_some_and(|(end, count)| count > 1 && req.phy_offset == end)
-            .then(|| self.newest.clone())
-            .flatten();
-        self.writable()?;
+        };
         if req.uniq_key.is_none() && req.keys.is_none() {
             return Ok(());
         }
@@ -119,15 +103,58 @@ impl IndexBatch<'_> {
             self.prefix = (req.topic.to_string(), index_prefix_hash(req.topic));
         }
         let prefix = self.prefix.1;
+        let (phy, ts) = (req.phy_offset, req.store_timestamp);
         if let Some(uniq) = req.uniq_key {
-            self.put_key(index_key_hash_after(prefix, uniq), req, redo.as_deref())?;
+            self.put_key(index_key_hash_after(prefix, uniq), phy, ts, redo.as_deref())?;
         }
         if let Some(keys) = req.keys {
             for key in rocketstore_format::keys::index_tokens(keys) {
-                self.put_key(index_key_hash_after(prefix, key), req, redo.as_deref())?;
+                self.put_key(index_key_hash_after(prefix, key), phy, ts, redo.as_deref())?;
             }
         }
         Ok(())
+    }
+
+    /// [`IndexBatch::build`] for a record whose key hashes were computed elsewhere
+    /// ([`handoff::KeySender`]: `hashes` in the order `build` puts them, UNIQ_KEY first).
+    pub(crate) fn build_hashed(
+        &mut self,
+        phy_offset: i64,
+        store_timestamp: i64,
+        sys_flag: i32,
+        hashes: &[i32],
+    ) -> Result<()> {
+        let Admit::Put(redo) = self.admit(phy_offset, sys_flag)? else {
+            return Ok(());
+        };
+        for &hash in hashes {
+            self.put_key(hash, phy_offset, store_timestamp, redo.as_deref())?;
+        }
+        Ok(())
+    }
+
+    /// The checks `build` makes before any key (rolling the newest file first if it is full).
+    fn admit(&mut self, phy_offset: i64, sys_flag: i32) -> Result<Admit> {
+        let newest = self
+            .newest
+            .as_ref()
+            .map(|f| (f.end_phy_offset(), f.index_count()));
+        if newest.is_some_and(|(end, _)| phy_offset < end) {
+            return Ok(Admit::Skip);
+        }
+        if sysflag::transaction_type(sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE {
+            return Ok(Admit::Skip);
+        }
+        // Recovery re-dispatches from the newest file's endPhyOffset, which is the *start* of
+        // the newest indexed record: the keys of that record already in the file are not put
+        // twice (a clean reopen changes no index byte; a crash between two keys of one record
+        // still gets the missing keys).
+        let redo = newest
+            .is_some_and(|(end, count)| count > 1 && phy_offset == end)
+            .then(|| self.newest.clone())
+            .flatten();
+        self.writable()?;
+        Ok(Admit::Put(redo))
     }
 
     /// The newest file and its entry write handle, rolled to a new file first if it is full
@@ -160,16 +187,17 @@ impl IndexBatch<'_> {
     fn put_key(
         &mut self,
         hash: i32,
-        req: &IndexRequest<'_>,
+        phy_offset: i64,
+        store_timestamp: i64,
         redo: Option<&IndexFile>,
     ) -> Result<()> {
-        if redo.is_some_and(|f| f.has_entry(hash, req.phy_offset)) {
+        if redo.is_some_and(|f| f.has_entry(hash, phy_offset)) {
             return Ok(());
         }
         // A fresh file always has room (entries >= 2), so this rolls at most once.
         for _ in 0..2 {
             let (file, writer) = self.writable()?;
-            if file.put_key(writer, hash, req.phy_offset, req.store_timestamp)? {
+            if file.put_key(writer, hash, phy_offset, store_timestamp)? {
                 return Ok(());
             }
         }
@@ -179,6 +207,14 @@ impl IndexBatch<'_> {
             CorruptionKind::Invalid("a new index file has no room".into()),
         ))
     }
+}
+
+/// What [`IndexBatch::admit`] decided for a record.
+enum Admit {
+    /// Already indexed (below the newest file's endPhyOffset) or a ROLLBACK: no key is put.
+    Skip,
+    /// Put the keys; entries of this record already in the given file are not put twice.
+    Put(Option<Arc<IndexFile>>),
 }
 
 /// The Java hash of `"<topic>#"`, which [`index_key_hash_after`] continues over a key.
@@ -1319,6 +1355,8 @@ fn bump_digits(s: &str) -> String {
 }
 
 const _: () = assert!(INDEX_HEADER_SIZE == H_INDEX_COUNT + 4);
+
+pub(crate) mod handoff;
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,7 @@ use crate::consume_queue::{ConsumeQueue, ConsumeQueueStore};
 use crate::dispatch::{dispatch_request, with_properties, DispatchRequest};
 use crate::error::Result;
 use crate::feed::FedBatch;
-use crate::index::{IndexBatch, IndexRequest, IndexService};
+use crate::index::{handoff, IndexBatch, IndexRequest, IndexService};
 use crate::longpoll::PullWaiters;
 
 /// Shared dispatch state: where dispatch stands and what it feeds.
@@ -119,20 +119,74 @@ impl Dispatcher {
     /// index writer are taken once per run of records, not per record. Runs are serialized.
     pub(crate) fn dispatch_until(&self, log: &CommitLog, end: u64) -> Result<u64> {
         let _one_run = crate::util::lock(&self.running);
-        let from = self.reput_from().max(log.min_offset());
-        if from >= end {
+        if self.reput_from().max(log.min_offset()) >= end {
             return Ok(0);
         }
+        let index = match &self.index {
+            Some(i) => Some(IndexSink::Here(i.batch()?)),
+            None => None,
+        };
+        self.run_until(log, end, index)
+    }
+
+    /// [`Dispatcher::dispatch_until`] for recovery's re-dispatch: with `threads` > 1 and an
+    /// index, the index is built on a thread `rs-recover-index` from the key hashes this thread
+    /// hands over in batches ([`crate::index::handoff`]) while this thread decodes and writes
+    /// the consume queues. Returns once both are done, with the same files as
+    /// `dispatch_until`; an error of either side is returned (the builder's first).
+    pub(crate) fn dispatch_until_split(
+        &self,
+        log: &CommitLog,
+        end: u64,
+        threads: usize,
+    ) -> Result<u64> {
+        let Some(index) = self.index.as_deref().filter(|_| threads > 1) else {
+            return self.dispatch_until(log, end);
+        };
+        let _one_run = crate::util::lock(&self.running);
+        if self.reput_from().max(log.min_offset()) >= end {
+            return Ok(0);
+        }
+        std::thread::scope(|s| {
+            let (keys, rx) = handoff::channel();
+            let builder = std::thread::Builder::new()
+                .name("rs-recover-index".into())
+                .spawn_scoped(s, move || handoff::build_all(index, rx));
+            let Ok(builder) = builder else {
+                // No second thread: build the index here.
+                return self.run_until(log, end, Some(IndexSink::Here(index.batch()?)));
+            };
+            let dispatched = self.run_until(log, end, Some(IndexSink::Handoff(keys)));
+            let built = builder.join().unwrap_or_else(|_| {
+                Err(crate::error::Error::invalid(
+                    "dispatch",
+                    "the index builder panicked",
+                ))
+            });
+            built.and(dispatched)
+        })
+    }
+
+    /// One dispatch run from `reput_from` to `end` (the caller holds `running`), the index
+    /// built through `index`.
+    fn run_until(&self, log: &CommitLog, end: u64, index: Option<IndexSink<'_>>) -> Result<u64> {
+        let from = self.reput_from().max(log.min_offset());
         let mut run = Run {
             queues: QueueHandles::default(),
-            index: match &self.index {
-                Some(i) => Some(i.batch()?),
-                None => None,
-            },
+            index,
             count: 0,
         };
-        let result = self.dispatch_range(log, &mut run, from, end);
-        let Run { queues, count, .. } = run;
+        let mut result = self.dispatch_range(log, &mut run, from, end);
+        let Run {
+            queues,
+            count,
+            index,
+        } = run;
+        if let Some(IndexSink::Handoff(keys)) = index {
+            // Hands over the last records and closes the channel (the builder then ends).
+            let finished = keys.finish();
+            result = result.and_then(|next| finished.map(|()| next));
+        }
         if let Ok(next) = result {
             // Past the blank record closing a file too, not only past the last record.
             self.reput_from.fetch_max(next, Ordering::AcqRel);
@@ -286,8 +340,10 @@ impl Dispatcher {
                 run.queues.last_ts = req.store_timestamp;
             }
         }
-        if let Some(index) = run.index.as_mut() {
-            index.build(&index_request(req))?;
+        match run.index.as_mut() {
+            Some(IndexSink::Here(index)) => index.build(&index_request(req))?,
+            Some(IndexSink::Handoff(keys)) => keys.push(&index_request(req))?,
+            None => {}
         }
         run.count += 1;
         self.reput_from.store(
@@ -301,8 +357,16 @@ impl Dispatcher {
 /// What one dispatch run holds: the queues it wrote to, the index writer, the records done.
 struct Run<'a> {
     queues: QueueHandles,
-    index: Option<IndexBatch<'a>>,
+    index: Option<IndexSink<'a>>,
     count: u64,
+}
+
+/// Where a run's records go to be indexed.
+enum IndexSink<'a> {
+    /// The index writer, held by this thread.
+    Here(IndexBatch<'a>),
+    /// Key hashes handed over to a builder thread.
+    Handoff(handoff::KeySender),
 }
 
 fn index_request<'a>(req: &DispatchRequest<'a>) -> IndexRequest<'a> {

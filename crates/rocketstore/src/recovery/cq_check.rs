@@ -16,9 +16,12 @@ use std::collections::HashMap;
 
 use rocketstore_format::{sysflag, RecordView};
 
-use crate::commitlog::CommitLog;
+use crate::commitlog::{CommitLog, LogFiles};
 use crate::consume_queue::ConsumeQueueStore;
 use crate::error::Result;
+
+/// Units checked per batch (their records' heads are prefetched together).
+const CHECK_BATCH: usize = 32;
 
 /// The first queue offset of each queue among the records the recovery scan read.
 #[derive(Debug, Default)]
@@ -70,6 +73,7 @@ pub(crate) fn cut_mismatched_units(
 ) -> Result<Vec<(String, i32)>> {
     let min_phy = i64::try_from(log.min_offset()).unwrap_or(i64::MAX);
     let mut cut = Vec::new();
+    let mut files = LogFiles::default();
     let queues = window
         .first
         .iter()
@@ -78,17 +82,30 @@ pub(crate) fn cut_mismatched_units(
         let Some(q) = cqs.get(topic, qid) else {
             continue;
         };
-        for off in first.max(q.min_offset())..q.max_offset() {
-            let Some(unit) = q.get(off) else {
+        let mut off = first.max(q.min_offset());
+        'queue: while off < q.max_offset() {
+            // A batch of units, the heads of their records loaded into the cache first: the
+            // records of one queue lie pages apart, so each check is a cache (and TLB) miss
+            // that the prefetches overlap instead of taking one after the other.
+            let units = q.units_from(off, CHECK_BATCH);
+            if units.is_empty() {
                 break;
-            };
-            let ok = unit.is_prefill()
-                || (unit.phy_offset >= 0 && unit.phy_offset < min_phy)
-                || super::queues::unit_matches(log, &q, off, &unit);
-            if !ok {
-                q.truncate_to_offset(off)?;
-                cut.push((topic.clone(), qid));
-                break;
+            }
+            for (_, unit) in &units {
+                if unit.phy_offset >= min_phy {
+                    files.prefetch_head(log, unit.phy_offset as u64);
+                }
+            }
+            for (o, unit) in units {
+                let ok = unit.is_prefill()
+                    || (unit.phy_offset >= 0 && unit.phy_offset < min_phy)
+                    || super::queues::unit_matches(log, &q, o, &unit);
+                if !ok {
+                    q.truncate_to_offset(o)?;
+                    cut.push((topic.clone(), qid));
+                    break 'queue;
+                }
+                off = o + 1;
             }
         }
     }

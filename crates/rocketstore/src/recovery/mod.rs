@@ -17,7 +17,8 @@
 //!    ([`queues::repair_cq_tails`]), units of the walked range naming other records
 //!    ([`cq_check`]), and queues behind a walked record.
 //! 7. **Refill those queues** from the commit log ([`queues::backfill_queues`]) and
-//!    **re-dispatch** everything any structure lacks ([`Recovery::redispatch`]).
+//!    **re-dispatch** everything any structure lacks ([`Recovery::redispatch`]; with two cores
+//!    the index is built on a second thread from handed-over key hashes).
 //! 8. **Rebuild the queue offset table** from the consume queues.
 //!
 //! A read-only open does steps 1–3 and 8 only: it changes nothing on disk. The index files are
@@ -274,7 +275,6 @@ impl Recovery<'_> {
     /// when the machine has two cores, with the result of one sequential scan).
     fn scan(&self, index: usize, pos: usize, max_record: u32) -> (ScanEnd, split_scan::Notes) {
         let file_size = usize::try_from(self.cfg.mapped_file_size_commit_log).unwrap_or(usize::MAX);
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
         split_scan::scan(
             self.log,
             index,
@@ -282,7 +282,7 @@ impl Recovery<'_> {
             self.cfg.check_crc_on_recover,
             max_record,
             split_scan::chunk_size(file_size),
-            threads,
+            threads(),
         )
     }
 
@@ -354,7 +354,10 @@ impl Recovery<'_> {
         let (repaired_queues, backfilled_units) =
             queues::backfill_queues(log, cqs, self.cfg, suspects, from, walk.from.max(from))?;
         self.dispatcher.set_reput_from(from);
-        let redispatched = self.dispatcher.dispatch_until(log, walk.scan.end)?;
+        // With two cores the index is built on a second thread from handed-over key hashes.
+        let redispatched = self
+            .dispatcher
+            .dispatch_until_split(log, walk.scan.end, threads())?;
         Ok(Repair {
             redispatched,
             repaired_queues,
@@ -377,6 +380,11 @@ impl Recovery<'_> {
         self.cqs.correct_min_offsets(self.log.min_offset());
         self.log.set_queue_offsets(table, last_store_timestamp);
     }
+}
+
+/// Threads recovery's walk and re-dispatch use: two when the machine has two cores.
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
 }
 
 /// The consume queue file size of an existing store (a foreign broker may use a non-default
