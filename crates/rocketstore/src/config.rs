@@ -364,8 +364,9 @@ store_config! {
         warm_mapped_file_enable = false, Some("warmMapedFileEnable");
         /// Pre-fault the pages of new commit log files for writing (`MADV_POPULATE_WRITE`) in
         /// the allocate service, so the writer takes no page faults (ours): the file the writer
-        /// is in whole, the next one as far as the writer's progress through its file plus a
-        /// quarter file (complete when the writer reaches it). Not done with
+        /// is in whole, the next one as far as the writer's progress through its own file plus
+        /// a quarter file, so it is complete when the writer reaches it and a write that stops
+        /// early in a file does not zero the whole next one. Not done with
         /// `transient_store_pool_enable` or `pwrite_commit_log`: both write with `pwrite`,
         /// which needs no fault.
         populate_mapped_file = true, None;
