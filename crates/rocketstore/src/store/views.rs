@@ -254,46 +254,11 @@ impl Store {
         end: u64,
         mut f: impl FnMut(u64, u32) -> bool,
     ) -> Result<()> {
-        self.check_readable()?;
-        let mut offset = from.max(self.log.min_offset());
-        let mut file: Option<std::sync::Arc<MappedFile>> = None;
-        while offset < end {
-            let file_ref = match file.take() {
-                Some(fl) if offset < offset_after(&fl) => fl,
-                _ => match self.log.queue().find(offset) {
-                    Some(fl) => fl,
-                    None => break,
-                },
-            };
-            let pos = (offset - file_ref.from()) as usize;
-            let Some(rest) = file_ref.slice_to_end(pos) else {
-                break;
-            };
-            if rest.is_empty() {
-                if file_ref.is_fully_readable() {
-                    offset = offset_after(&file_ref);
-                    file = Some(file_ref);
-                    continue;
-                }
-                break;
-            }
-            let (Some(size), Some(magic)) = (peek_total_size(rest), peek_magic(rest)) else {
-                break;
-            };
-            prefetch_ahead(rest, size);
-            if magic == BLANK_MAGIC_CODE {
-                offset = offset_after(&file_ref);
-                file = Some(file_ref);
-                continue;
-            }
-            let fits = usize::try_from(size).is_ok_and(|s| s >= 8 && s <= rest.len());
-            if MessageVersion::from_magic(magic).is_none() || !fits || !f(offset, size as u32) {
-                break;
-            }
-            offset += size as u64;
-            file = Some(file_ref);
-        }
-        Ok(())
+        // A record's TOTALSIZE is a non-negative i32, so its length fits a u32.
+        self.visit_raw_records(from, end, usize::MAX, |offset, record| {
+            f(offset, record.len() as u32)
+        })
+        .map(|_| ())
     }
 
     /// Visits the message records of `[from, end)` in commit log order like
