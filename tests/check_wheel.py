@@ -82,6 +82,7 @@ SDIST_REQUIRED = (
     "README.md",
     "crates/rocketstore-format/Cargo.toml",
     "crates/rocketstore/Cargo.toml",
+    "crates/rocketstore-arrow/Cargo.toml",
     "crates/rocketstore-py/Cargo.toml",
     "crates/rocketstore-py/src/lib.rs",
     "python/rocketstore/__init__.py",

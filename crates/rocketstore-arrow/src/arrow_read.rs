@@ -1,9 +1,9 @@
 //! The Arrow reads: messages, consume queue units and index entries as Arrow columns.
 //!
 //! Rows are decoded straight from the store's mapping (`Store::visit_records`,
-//! `Store::visit_queue_records`) into column buffers while the interpreter is released; the
-//! buffers then cross into Python as `bytes` and `rocketstore._arrow` wraps them with
-//! `pa.Array.from_buffers` (no Python object per row).
+//! `Store::visit_queue_records`) into column buffers (the Python binding releases the
+//! interpreter around these calls); the buffers then move into Arrow arrays without a copy
+//! and cross into Python or the JVM through Arrow's interfaces (no object per row).
 //!
 //! Buffer conventions (native byte order, Arrow's in-memory layout):
 //!
@@ -23,12 +23,11 @@ use arrow_array::{
 };
 use arrow_buffer::{ArrowNativeType, BooleanBuffer, Buffer, NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
 use rocketstore::format::{parse_properties, HostAddr, OffsetMsgIds, RecordView};
 use rocketstore::{IndexFileEntries, QueueSpan, Store};
 
 use crate::buffer_pool::{BYTES, I32S, I64S};
+use crate::error::{Error, Result};
 
 /// Arrow's limit for one string/binary column with 32-bit offsets, with room to spare.
 const MAX_COLUMN_BYTES: usize = (i32::MAX as usize) - (1 << 20);
@@ -200,7 +199,7 @@ impl Utf8Col {
     }
 
     /// The column as a UTF-8 string array (its bytes are checked as UTF-8 once, here).
-    fn into_string(self) -> PyResult<ArrayRef> {
+    fn into_string(self) -> Result<ArrayRef> {
         let (offsets, data, nulls) = self.into_parts();
         Ok(Arc::new(
             StringArray::try_new(offsets, data, nulls).map_err(arrow_err)?,
@@ -208,7 +207,7 @@ impl Utf8Col {
     }
 
     /// The column as a binary array (no copy of the data).
-    fn into_binary(self) -> PyResult<ArrayRef> {
+    fn into_binary(self) -> Result<ArrayRef> {
         let (offsets, data, nulls) = self.into_parts();
         Ok(Arc::new(
             BinaryArray::try_new(offsets, data, nulls).map_err(arrow_err)?,
@@ -216,8 +215,11 @@ impl Utf8Col {
     }
 }
 
-fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
-    PyValueError::new_err(format!("cannot build the Arrow batch: {e}"))
+fn arrow_err(e: arrow_schema::ArrowError) -> Error {
+    Error::Arrow {
+        what: "Arrow batch",
+        source: e,
+    }
 }
 
 fn i32s(v: Vec<i32>) -> ArrayRef {
@@ -253,7 +255,7 @@ fn map_entries() -> Arc<Field> {
 /// `tags`, `keys` (the raw `KEYS` property: keys separated by spaces) and `uniq_key` are null
 /// when the message has none; `properties` holds every stored property (including `TAGS`,
 /// `KEYS` and `UNIQ_KEY`); `msg_id` is the offset message id.
-pub(crate) fn message_schema() -> SchemaRef {
+pub fn message_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     Arc::clone(SCHEMA.get_or_init(|| {
         let f = |name: &str, t: DataType| Field::new(name, t, false);
@@ -283,7 +285,7 @@ pub(crate) fn message_schema() -> SchemaRef {
 }
 
 /// The schema of `read_consume_queue` batches: one row per 20-byte consume queue unit.
-pub(crate) fn consume_queue_schema() -> SchemaRef {
+pub fn consume_queue_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     Arc::clone(SCHEMA.get_or_init(|| {
         let f = |name: &str, t: DataType| Field::new(name, t, false);
@@ -299,7 +301,7 @@ pub(crate) fn consume_queue_schema() -> SchemaRef {
 }
 
 /// The schema of `read_index` batches: one row per index entry of every index file.
-pub(crate) fn index_schema() -> SchemaRef {
+pub fn index_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     Arc::clone(SCHEMA.get_or_init(|| {
         let f = |name: &str, t: DataType| Field::new(name, t, false);
@@ -518,7 +520,7 @@ const MESSAGE_COLUMNS: usize = 20;
 /// The message columns (`rocketstore.MESSAGE_SCHEMA`) being built: a whole batch, one
 /// contiguous row range of it, or some of its columns (see [`build`]).
 #[derive(Debug)]
-pub(crate) struct MessageColumns {
+pub struct MessageColumns {
     topic: Utf8Col,
     queue_id: Vec<i32>,
     queue_offset: Vec<i64>,
@@ -568,7 +570,7 @@ pub(crate) struct MessageColumns {
 impl MessageColumns {
     /// Columns for about `rows_hint` rows (reserved for at most [`MAX_ROWS`]) of at most
     /// `max_bytes` stored bytes (at least one row).
-    pub(crate) fn new(rows_hint: usize, max_bytes: usize) -> Self {
+    pub fn new(rows_hint: usize, max_bytes: usize) -> Self {
         Self::continuing(
             Taken::default(),
             rows_hint,
@@ -655,7 +657,7 @@ impl MessageColumns {
     /// Appends one record; returns `false` (appending nothing) if it would push a column past
     /// Arrow's 2 GiB limit for 32-bit offsets or the batch past `max_bytes`, so that the
     /// batch ends before it.
-    pub(crate) fn push(&mut self, v: &RecordView<'_>) -> bool {
+    pub fn push(&mut self, v: &RecordView<'_>) -> bool {
         let size = usize::try_from(v.total_size).unwrap_or(0);
         if !self.taken.admit(size, self.max_bytes) {
             return false;
@@ -969,7 +971,7 @@ impl MessageColumns {
     }
 
     /// The `properties` map column, taken out of `self`.
-    fn take_properties(&mut self) -> PyResult<ArrayRef> {
+    fn take_properties(&mut self) -> Result<ArrayRef> {
         let (key_offsets, key_data, _) = self.prop_keys.take().into_parts();
         let (value_offsets, value_data, _) = self.prop_values.take().into_parts();
         let entries = StructArray::try_new(
@@ -999,7 +1001,7 @@ impl MessageColumns {
 
     /// Column `i` of [`message_schema`] as an Arrow array, taken out of `self` (its buffers
     /// move into Arrow without a copy; string columns are checked as UTF-8 here).
-    fn take_array(&mut self, i: usize) -> PyResult<ArrayRef> {
+    fn take_array(&mut self, i: usize) -> Result<ArrayRef> {
         Ok(match i {
             0 => self.topic.take().into_string()?,
             1 => i32s(take(&mut self.queue_id)),
@@ -1025,7 +1027,7 @@ impl MessageColumns {
     }
 
     /// Converts the columns of this value's part to Arrow arrays (kept in `arrays`).
-    fn convert_part(&mut self) -> PyResult<()> {
+    fn convert_part(&mut self) -> Result<()> {
         for i in 0..MESSAGE_COLUMNS {
             if self.part.has(i, self.body_with_properties) {
                 let array = self.take_array(i)?;
@@ -1036,7 +1038,7 @@ impl MessageColumns {
     }
 
     /// The batch (schema [`message_schema`]); the buffers move into Arrow without a copy.
-    pub(crate) fn into_batch(mut self) -> PyResult<RecordBatch> {
+    pub fn into_batch(mut self) -> Result<RecordBatch> {
         let mut done: Vec<Option<ArrayRef>> = vec![None; MESSAGE_COLUMNS];
         for (i, array) in std::mem::take(&mut self.arrays) {
             if let Some(slot) = done.get_mut(i) {
@@ -1047,7 +1049,7 @@ impl MessageColumns {
             .into_iter()
             .enumerate()
             .map(|(i, array)| array.map_or_else(|| self.take_array(i), Ok))
-            .collect::<PyResult<Vec<ArrayRef>>>()?;
+            .collect::<Result<Vec<ArrayRef>>>()?;
         RecordBatch::try_new(message_schema(), columns).map_err(arrow_err)
     }
 }
@@ -1085,9 +1087,7 @@ static BUILD_THREADS: AtomicUsize = AtomicUsize::new(0);
 /// replaces it for this process whatever the cores, so that the tests run both the
 /// two-thread column split and the row ranges of three or four threads on any machine.
 /// Returns the value before the call.
-#[pyfunction]
-#[pyo3(signature = (threads=None))]
-pub(crate) fn _arrow_read_threads(threads: Option<usize>) -> usize {
+pub fn read_threads(threads: Option<usize>) -> usize {
     let before = build_threads();
     if let Some(n) = threads {
         BUILD_THREADS.store(n.clamp(1, 4), Ordering::Relaxed);
@@ -1178,14 +1178,13 @@ fn build<W: Walk>(
 
 /// Batches built by row ranges on several threads, and split builds given up for one thread
 /// after their ranges ran (a range that did not take exactly its planned records, or failed).
-/// Read by the tests through `_native._arrow_split_counts()`: a silent fallback only costs
+/// Read by the tests through [`split_counts`] (`_native._arrow_split_counts()`): a silent fallback only costs
 /// speed, so without them a planning bug would pass every test that compares rows.
 static SPLIT_BUILDS: AtomicU64 = AtomicU64::new(0);
 static SPLIT_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 
 /// `(split builds, split fallbacks)` since the process started (see [`SPLIT_BUILDS`]).
-#[pyfunction]
-pub(crate) fn _arrow_split_counts() -> (u64, u64) {
+pub fn split_counts() -> (u64, u64) {
     (
         SPLIT_BUILDS.load(Ordering::Relaxed),
         SPLIT_FALLBACKS.load(Ordering::Relaxed),
@@ -1398,7 +1397,7 @@ fn merge_ranges<P: Send>(ranges: Vec<(MessageColumns, P)>) -> Option<(MessageCol
 /// Default upper bound of the stored bytes behind one read batch (`read_arrow`'s and
 /// `get_message_arrow`'s `max_bytes`, the Spark reader's batches); exported to Python as
 /// `rocketstore._native.DEFAULT_MAX_BATCH_BYTES` (the Python default of `max_bytes`). 8 MiB keeps each column buffer in the buffer pool.
-pub(crate) const DEFAULT_MAX_BATCH_BYTES: usize = 8 << 20;
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 8 << 20;
 
 /// The commit log walk of `read_arrow`.
 struct LogWalk<'a> {
@@ -1457,7 +1456,7 @@ impl Walk for LogWalk<'_> {
     }
 }
 
-pub(crate) fn read_log(
+pub fn read_log(
     store: &Store,
     from: u64,
     end: u64,
@@ -1541,7 +1540,7 @@ impl Walk for QueueWalk<'_> {
 
 /// `get_message_arrow`: records of one queue for queue offsets in `[from, end)` of `span`, at
 /// most `max_bytes` stored bytes (but for the first).
-pub(crate) fn read_queue(
+pub fn read_queue(
     store: &Store,
     span: &QueueSpan<'_>,
     max_bytes: usize,
@@ -1566,7 +1565,7 @@ pub(crate) fn read_queue(
 
 /// The consume queue columns: topic, queue_id, queue_offset, commitlog_offset, size, tags_code.
 #[derive(Debug, Default)]
-pub(crate) struct CqColumns {
+pub struct CqColumns {
     queue_offset: Vec<i64>,
     commitlog_offset: Vec<i64>,
     size: Vec<i32>,
@@ -1574,13 +1573,7 @@ pub(crate) struct CqColumns {
 }
 
 /// `read_consume_queue`: up to `max` units from `from` (raised to the queue's first offset).
-pub(crate) fn read_cq(
-    store: &Store,
-    topic: &str,
-    queue_id: i32,
-    from: i64,
-    max: usize,
-) -> CqColumns {
+pub fn read_cq(store: &Store, topic: &str, queue_id: i32, from: i64, max: usize) -> CqColumns {
     let mut out = CqColumns::default();
     let mut next = from.max(store.min_offset_in_queue(topic, queue_id));
     while out.queue_offset.len() < max {
@@ -1601,7 +1594,7 @@ pub(crate) fn read_cq(
 
 impl CqColumns {
     /// The batch (schema [`consume_queue_schema`]).
-    pub(crate) fn into_batch(self, topic: &str, queue_id: i32) -> PyResult<RecordBatch> {
+    pub fn into_batch(self, topic: &str, queue_id: i32) -> Result<RecordBatch> {
         let n = self.queue_offset.len();
         let mut topics = Utf8Col::with_capacity(n, n * topic.len());
         for _ in 0..n {
@@ -1620,7 +1613,7 @@ impl CqColumns {
 }
 
 /// `read_index`: one row per index entry (schema [`index_schema`]).
-pub(crate) fn index_batch(files: &[IndexFileEntries]) -> PyResult<RecordBatch> {
+pub fn index_batch(files: &[IndexFileEntries]) -> Result<RecordBatch> {
     let n: usize = files.iter().map(|f| f.entries.len()).sum();
     let mut file = Utf8Col::with_capacity(n, 0);
     let mut begin = Vec::with_capacity(n);

@@ -27,18 +27,18 @@ const POOL_BYTES: usize = 64 << 20;
 
 /// Freed buffers of one element type.
 #[derive(Debug)]
-pub(crate) struct Pool<T> {
+pub struct Pool<T> {
     free: Mutex<Vec<Vec<T>>>,
     /// The process id of the first user (0 until then).
     owner: AtomicU32,
 }
 
 /// Byte buffers (string data, validity bitmaps).
-pub(crate) static BYTES: Pool<u8> = Pool::new();
+pub static BYTES: Pool<u8> = Pool::new();
 /// 32-bit buffers (offsets, int32 columns).
-pub(crate) static I32S: Pool<i32> = Pool::new();
+pub static I32S: Pool<i32> = Pool::new();
 /// 64-bit buffers (int64 and timestamp columns).
-pub(crate) static I64S: Pool<i64> = Pool::new();
+pub static I64S: Pool<i64> = Pool::new();
 
 impl<T: ArrowNativeType> Pool<T> {
     const fn new() -> Self {
@@ -68,7 +68,7 @@ impl<T: ArrowNativeType> Pool<T> {
 
     /// An empty vector with room for at least `cap` values: the smallest pooled one that fits,
     /// else a new allocation (a pooled vector that is too small is left for smaller requests).
-    pub(crate) fn take(&'static self, cap: usize) -> Vec<T> {
+    pub fn take(&'static self, cap: usize) -> Vec<T> {
         if cap > 0 {
             if let Some(mut free) = self.free_list() {
                 let best = free
@@ -86,7 +86,7 @@ impl<T: ArrowNativeType> Pool<T> {
     }
 
     /// Keeps `v` for a later [`Pool::take`] if the pool has room, else frees it.
-    pub(crate) fn give(&self, mut v: Vec<T>) {
+    pub fn give(&self, mut v: Vec<T>) {
         let bytes = v.capacity() * std::mem::size_of::<T>();
         if bytes == 0 || bytes > POOL_BYTES {
             return;
@@ -116,12 +116,12 @@ impl<T: ArrowNativeType> Pool<T> {
     }
 
     /// `v` as an Arrow buffer that returns to this pool when Arrow (or Python) drops it.
-    pub(crate) fn buffer(&'static self, v: Vec<T>) -> Buffer {
+    pub fn buffer(&'static self, v: Vec<T>) -> Buffer {
         Buffer::from(bytes::Bytes::from_owner(Pooled { v, pool: self }))
     }
 
     /// `v` as a typed Arrow buffer (see [`Pool::buffer`]).
-    pub(crate) fn scalars(&'static self, v: Vec<T>) -> ScalarBuffer<T> {
+    pub fn scalars(&'static self, v: Vec<T>) -> ScalarBuffer<T> {
         let len = v.len();
         ScalarBuffer::new(self.buffer(v), 0, len)
     }

@@ -1,19 +1,20 @@
 //! The Spark reader's batches, built in the Arrow form of the Spark schema the query asked for.
 //!
-//! `rocketstore.spark` yields these batches to Spark unchanged: their schema is exactly
-//! `to_arrow_schema(spark_schema)` (every field nullable, timestamps in microseconds, a `store`
-//! column), so no Python cast runs per batch.
+//! `rocketstore.spark` (through the Python binding) and the JVM reader (`rocketstore-jni`) hand
+//! these batches to Spark unchanged: their schema is exactly `to_arrow_schema(spark_schema)`
+//! (every field nullable, timestamps in microseconds, a `store` column; [`spark_schema`]), so no
+//! cast runs per batch.
 //!
-//! * `spark_read_log` reads `[from, end)` of the commit log. When every requested column comes
+//! * [`read_log`] reads `[from, end)` of the commit log. When every requested column comes
 //!   from the record header, the topic or the body (the schema a pruning `.schema(...)` gives),
 //!   only those columns are built; otherwise the full message batch of `arrow_read` is built
 //!   and conformed.
-//! * `spark_conform` conforms any message batch (`rocketstore.MESSAGE_SCHEMA`) to the Spark
+//! * [`conform`] conforms any message batch (`rocketstore.MESSAGE_SCHEMA`) to the Spark
 //!   schema: the requested columns by name, timestamps from milliseconds to microseconds, the
 //!   `store` column added. The other arrays move over without a copy.
 //!
 //! The Python side calls these only when every requested field has its default Spark type
-//! (other types still go through pyarrow's cast).
+//! (other types still go through pyarrow's cast); the JVM reader asks only for default types.
 
 use std::sync::Arc;
 
@@ -25,19 +26,19 @@ use arrow_array::{
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, SchemaRef, TimeUnit};
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3_arrow::{PyRecordBatch, PySchema};
 use rocketstore::format::RecordView;
+use rocketstore::Store;
 
-use crate::error::map_error;
-use crate::store::MessageStore;
+use crate::error::{Error, Result};
 
 /// Arrow's limit for one string/binary column with 32-bit offsets, with room to spare.
 const MAX_COLUMN_BYTES: usize = (i32::MAX as usize) - (1 << 20);
 
-fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
-    PyValueError::new_err(format!("cannot build the Spark batch: {e}"))
+fn arrow_err(e: arrow_schema::ArrowError) -> Error {
+    Error::Arrow {
+        what: "Spark batch",
+        source: e,
+    }
 }
 
 fn utc_micros() -> DataType {
@@ -45,13 +46,13 @@ fn utc_micros() -> DataType {
 }
 
 /// Milliseconds to microseconds; an overflow is an error (as pyarrow's safe cast).
-fn to_micros(ms: &[i64], column: &str) -> PyResult<ArrayRef> {
+fn to_micros(ms: &[i64], column: &str) -> Result<ArrayRef> {
     let us = ms
         .iter()
         .map(|&v| v.checked_mul(1000))
         .collect::<Option<Vec<i64>>>()
         .ok_or_else(|| {
-            PyValueError::new_err(format!(
+            Error::Invalid(format!(
                 "column {column:?}: a millisecond timestamp does not fit in microseconds"
             ))
         })?;
@@ -61,10 +62,10 @@ fn to_micros(ms: &[i64], column: &str) -> PyResult<ArrayRef> {
 }
 
 /// `n` copies of `s` as a string column.
-fn repeated(s: &str, n: usize) -> PyResult<ArrayRef> {
+fn repeated(s: &str, n: usize) -> Result<ArrayRef> {
     let len = s.len();
     if len.saturating_mul(n) > MAX_COLUMN_BYTES {
-        return Err(PyValueError::new_err("the store column would exceed 2 GiB"));
+        return Err(Error::Invalid("the store column would exceed 2 GiB".into()));
     }
     let offsets: Vec<i32> = (0..=n)
         .map(|i| i32::try_from(i * len).unwrap_or(i32::MAX))
@@ -234,7 +235,7 @@ impl LeanColumns {
         true
     }
 
-    fn into_batch(self, schema: SchemaRef, store: &str) -> PyResult<RecordBatch> {
+    fn into_batch(self, schema: SchemaRef, store: &str) -> Result<RecordBatch> {
         let n = self.rows;
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.cols.len());
         for (f, vals) in self.cols {
@@ -282,7 +283,7 @@ fn lean_fields(schema: &SchemaRef) -> Option<Vec<Field>> {
 }
 
 /// Conforms a message batch (`rocketstore.MESSAGE_SCHEMA`) to `schema` (see the module docs).
-fn conform(batch: &RecordBatch, schema: SchemaRef, store: &str) -> PyResult<RecordBatch> {
+pub fn conform(batch: &RecordBatch, schema: SchemaRef, store: &str) -> Result<RecordBatch> {
     let n = batch.num_rows();
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for f in schema.fields() {
@@ -291,9 +292,9 @@ fn conform(batch: &RecordBatch, schema: SchemaRef, store: &str) -> PyResult<Reco
             arrays.push(repeated(store, n)?);
             continue;
         }
-        let col = batch.column_by_name(name).ok_or_else(|| {
-            PyValueError::new_err(format!("the message batch has no column {name:?}"))
-        })?;
+        let col = batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::Invalid(format!("the message batch has no column {name:?}")))?;
         let col = match (col.data_type(), f.data_type()) {
             (
                 DataType::Timestamp(TimeUnit::Millisecond, _),
@@ -302,7 +303,7 @@ fn conform(batch: &RecordBatch, schema: SchemaRef, store: &str) -> PyResult<Reco
                 let ms = col.as_primitive::<TimestampMillisecondType>();
                 let us = to_micros(ms.values(), name)?;
                 if *us.data_type() != *f.data_type() {
-                    return Err(PyValueError::new_err(format!(
+                    return Err(Error::Invalid(format!(
                         "column {name:?}: cannot conform {} to {}",
                         col.data_type(),
                         f.data_type()
@@ -323,67 +324,64 @@ fn conform(batch: &RecordBatch, schema: SchemaRef, store: &str) -> PyResult<Reco
 }
 
 /// Records of `range` = `(from_offset, end_offset)` in commit log order as a batch of the
-/// Spark schema `schema` (private; used by `rocketstore.spark`). Returns `(batch,
-/// next_offset)` like `MessageStore.read_arrow`.
-#[pyfunction]
-#[pyo3(signature = (store, range, max_messages, verify_crc, schema, label))]
-fn spark_read_log<'py>(
-    py: Python<'py>,
-    store: PyRef<'py, MessageStore>,
+/// Spark schema `schema`, with `label` as its `store` column. Returns `(batch, next_offset)`
+/// like `MessageStore.read_arrow`.
+pub fn read_log(
+    store: &Store,
     range: (u64, u64),
     max_messages: usize,
     verify_crc: bool,
-    schema: PySchema,
+    schema: SchemaRef,
     label: &str,
-) -> PyResult<(Bound<'py, PyAny>, u64)> {
-    let store = store.store(py)?;
+) -> Result<(RecordBatch, u64)> {
     let (from_offset, end_offset) = range;
-    let schema = schema.into_inner();
-    let batch = if let Some(fields) = lean_fields(&schema) {
-        let (cols, next) = py
-            .detach(|| {
-                let mut cols = LeanColumns::new(&fields, max_messages);
-                store
-                    .visit_records(from_offset, end_offset, max_messages, verify_crc, |v| {
-                        cols.push(v)
-                    })
-                    .map(|next| (cols, next))
-            })
-            .map_err(|e| map_error(py, &e))?;
-        (cols.into_batch(schema, label)?, next)
+    if let Some(fields) = lean_fields(&schema) {
+        let mut cols = LeanColumns::new(&fields, max_messages);
+        let next = store.visit_records(from_offset, end_offset, max_messages, verify_crc, |v| {
+            cols.push(v)
+        })?;
+        Ok((cols.into_batch(schema, label)?, next))
     } else {
-        let (cols, next) = py
-            .detach(|| {
-                crate::arrow_read::read_log(
-                    &store,
-                    from_offset,
-                    end_offset,
-                    max_messages,
-                    crate::arrow_read::DEFAULT_MAX_BATCH_BYTES,
-                    verify_crc,
-                )
-            })
-            .map_err(|e| map_error(py, &e))?;
-        (conform(&cols.into_batch()?, schema, label)?, next)
-    };
-    Ok((PyRecordBatch::new(batch.0).into_pyarrow(py)?, batch.1))
+        let (cols, next) = crate::arrow_read::read_log(
+            store,
+            from_offset,
+            end_offset,
+            max_messages,
+            crate::arrow_read::DEFAULT_MAX_BATCH_BYTES,
+            verify_crc,
+        )?;
+        Ok((conform(&cols.into_batch()?, schema, label)?, next))
+    }
 }
 
-/// A message batch (`rocketstore.MESSAGE_SCHEMA`) conformed to the Spark schema `schema`, with
-/// `label` as its `store` column (private; used by `rocketstore.spark`).
-#[pyfunction]
-fn spark_conform<'py>(
-    py: Python<'py>,
-    batch: PyRecordBatch,
-    schema: PySchema,
-    label: &str,
-) -> PyResult<Bound<'py, PyAny>> {
-    let out = conform(batch.as_ref(), schema.into_inner(), label)?;
-    PyRecordBatch::new(out).into_pyarrow(py)
-}
-
-pub(crate) fn register(m: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(spark_read_log, m)?)?;
-    m.add_function(wrap_pyfunction!(spark_conform, m)?)?;
-    Ok(())
+/// The Arrow form of the Spark schema of `table=messages` for the columns `names`, in that
+/// order (the full schema is `rocketstore.spark`'s `MESSAGE_SCHEMA`: the message columns with
+/// timestamps in microseconds (UTC), then `store`). An unknown name is an error naming the
+/// columns there are.
+pub fn spark_schema(names: &[&str]) -> Result<SchemaRef> {
+    let message = crate::arrow_read::message_schema();
+    let mut fields = Vec::with_capacity(names.len());
+    for &name in names {
+        let field = match message.field_with_name(name) {
+            Ok(f) => match f.data_type() {
+                DataType::Timestamp(_, _) => arrow_schema::Field::new(name, utc_micros(), true),
+                t => arrow_schema::Field::new(name, t.clone(), true),
+            },
+            Err(_) if name == "store" => arrow_schema::Field::new(name, DataType::Utf8, true),
+            Err(_) => {
+                let known: Vec<&str> = message
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .chain(["store"])
+                    .collect();
+                return Err(Error::Invalid(format!(
+                    "column {name:?} is not in the rocketstore messages table (columns: {})",
+                    known.join(", ")
+                )));
+            }
+        };
+        fields.push(field);
+    }
+    Ok(Arc::new(arrow_schema::Schema::new(fields)))
 }

@@ -41,9 +41,9 @@ use pyo3_arrow::PyRecordBatch;
 use rocketstore::format::OffsetMsgIds;
 use rocketstore::{HostAddr, PutMessage, PutStatus, Store, TransactionType};
 
-use crate::buffer_pool::{BYTES, I32S, I64S};
 use crate::convert::{PUT_FIELDS, TRANSACTION_NAMES};
 use crate::error::{invalid_message, invalid_message_field, map_error};
+use rocketstore_arrow::buffer_pool::{BYTES, I32S, I64S};
 
 /// A conversion failure of row data, raised as `InvalidMessageError` naming the row.
 #[derive(Debug)]

@@ -143,6 +143,15 @@ fn strerror(py: Python<'_>, errno: Option<i32>) -> Attr {
         .map_or(Attr::None(None), Attr::Str)
 }
 
+/// An Arrow read's error ([`rocketstore_arrow::Error`]): the engine's as [`map_error`] maps
+/// it, a batch Arrow rejects as `ValueError` with the reason.
+pub(crate) fn map_arrow_error(py: Python<'_>, e: &rocketstore_arrow::Error) -> PyErr {
+    match e {
+        rocketstore_arrow::Error::Store(e) => map_error(py, e),
+        other => pyo3::exceptions::PyValueError::new_err(other.to_string()),
+    }
+}
+
 /// Converts an engine error into the matching Python exception (see `exceptions.py`).
 ///
 /// The message is the error's `Display` plus its source chain.

@@ -10,16 +10,15 @@
 //! - `convert`: put arguments in, `PutResult`/`Message` out.
 //! - `store`: the `MessageStore` handle and its scan iterator (GIL release, fork guard).
 //! - `arrow`: `put_batch` for Arrow input through the Arrow PyCapsule interface (`pyo3-arrow`).
-//! - `arrow_read`: the Arrow reads and the one definition of their schemas.
-//! - `buffer_pool`: the Arrow reads' column buffers, reused across calls.
+//! - `arrow_read`: the Arrow reads' private helper functions (the reads themselves and their
+//!   schemas are `rocketstore_arrow`'s).
 //! - `read`: `GetResult` and the statistics dict of the read path.
 //! - `config`: `**config` keywords and the configuration field table.
 //! - `spark`: the Spark data source's column kernels and `verify_store`.
-//! - `spark_read`: the Spark reader's batches, in the Arrow form of the query's Spark schema.
+//! - `spark_read`: the Spark reader's batches (built by `rocketstore_arrow::spark_read`).
 
 mod arrow;
 mod arrow_read;
-mod buffer_pool;
 mod config;
 mod convert;
 mod error;
@@ -37,9 +36,9 @@ use pyo3::prelude::*;
 #[pyfunction(name = "arrow_schema")]
 fn schema_of<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let schema = match name {
-        "message" => arrow_read::message_schema(),
-        "consume_queue" => arrow_read::consume_queue_schema(),
-        "index" => arrow_read::index_schema(),
+        "message" => rocketstore_arrow::arrow_read::message_schema(),
+        "consume_queue" => rocketstore_arrow::arrow_read::consume_queue_schema(),
+        "index" => rocketstore_arrow::arrow_read::index_schema(),
         "put_result" => arrow::result_schema(),
         other => {
             return Err(PyValueError::new_err(format!(
@@ -55,7 +54,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "DEFAULT_MAX_BATCH_BYTES",
-        arrow_read::DEFAULT_MAX_BATCH_BYTES,
+        rocketstore_arrow::arrow_read::DEFAULT_MAX_BATCH_BYTES,
     )?;
     store::register_fork_hook(m)?;
     error::register(m)?;

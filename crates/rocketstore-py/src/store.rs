@@ -19,16 +19,16 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 
 use crate::arrow;
-use crate::arrow_read;
 use crate::config::{config_from_kwargs, config_values};
 use crate::convert::MessageBuilder;
 use crate::convert::{
     message_from_mapping, to_i32, At, Message, OwnedMessage, PutArgs, PutResult, Views,
 };
-use crate::error::{forked, invalid_message, map_error};
+use crate::error::{forked, invalid_message, map_arrow_error, map_error};
 use crate::read::{pull_waits, stats_dict, GetResult};
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::PyRecordBatch;
+use rocketstore_arrow::arrow_read;
 
 /// Messages fetched from the engine per round trip when iterating a scan.
 const SCAN_BATCH: usize = 1024;
@@ -980,7 +980,8 @@ impl MessageStore {
             .detach(|| arrow_read::read_log(&store, from, end, max_messages, max_bytes, verify_crc))
             .map_err(|e| map_error(py, &e))?;
         Ok((
-            PyRecordBatch::new(cols.into_batch()?).into_pyarrow(py)?,
+            PyRecordBatch::new(cols.into_batch().map_err(|e| map_arrow_error(py, &e))?)
+                .into_pyarrow(py)?,
             next,
         ))
     }
@@ -1019,7 +1020,8 @@ impl MessageStore {
             })
             .map_err(|e| map_error(py, &e))?;
         Ok((
-            PyRecordBatch::new(cols.into_batch()?).into_pyarrow(py)?,
+            PyRecordBatch::new(cols.into_batch().map_err(|e| map_arrow_error(py, &e))?)
+                .into_pyarrow(py)?,
             next,
         ))
     }
@@ -1036,7 +1038,10 @@ impl MessageStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store(py)?;
         let cols = py.detach(|| arrow_read::read_cq(&store, topic, queue_id, offset, max_units));
-        PyRecordBatch::new(cols.into_batch(topic, queue_id)?).into_pyarrow(py)
+        let batch = cols
+            .into_batch(topic, queue_id)
+            .map_err(|e| map_arrow_error(py, &e))?;
+        PyRecordBatch::new(batch).into_pyarrow(py)
     }
 
     /// Index entries as Arrow columns (private; see ``rocketstore.MessageStore.read_index``).
@@ -1044,7 +1049,8 @@ impl MessageStore {
     fn _read_index_columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store(py)?;
         let files = py.detach(|| store.index_entries());
-        PyRecordBatch::new(arrow_read::index_batch(&files)?).into_pyarrow(py)
+        let batch = arrow_read::index_batch(&files).map_err(|e| map_arrow_error(py, &e))?;
+        PyRecordBatch::new(batch).into_pyarrow(py)
     }
 
     /// Closes the store: flushes everything, writes the checkpoint, removes the abort marker,
