@@ -78,8 +78,62 @@ pub(crate) struct IndexBatch<'a> {
     newest: Option<Arc<IndexFile>>,
     /// The entry write handle of `newest`, claimed on first use.
     entries: Option<AppendWriter>,
-    /// The last topic indexed and the Java hash of `"<topic>#"`, the prefix of all its keys.
-    prefix: (String, i32),
+    /// The topics indexed lately with the Java hash of `"<topic>#"`, the prefix of all their
+    /// keys (interleaved topics hash each topic once per run, not once per record).
+    prefixes: PrefixCache,
+    /// The record [`IndexBatch::stage`] holds back (see there).
+    staged: Staged,
+}
+
+/// Up to [`PrefixCache::CAP`] topics with the Java hash of `"<topic>#"`, the last hit first.
+#[derive(Debug, Default)]
+pub(crate) struct PrefixCache {
+    entries: Vec<(String, i32)>,
+    last: usize,
+    /// The entry replaced next once the cache is full.
+    evict: usize,
+}
+
+impl PrefixCache {
+    const CAP: usize = 16;
+
+    /// The prefix hash of `topic` (computed only for a topic not among the cached ones).
+    pub(crate) fn hash(&mut self, topic: &str) -> i32 {
+        if let Some((t, h)) = self.entries.get(self.last) {
+            if crate::util::same_name(t, topic) {
+                return *h;
+            }
+        }
+        let same = |(t, _): &(String, i32)| crate::util::same_name(t, topic);
+        if let Some(i) = self.entries.iter().position(same) {
+            self.last = i;
+            return self.entries[i].1;
+        }
+        let h = index_prefix_hash(topic);
+        if self.entries.len() < Self::CAP {
+            self.entries.push((topic.to_string(), h));
+            self.last = self.entries.len() - 1;
+        } else {
+            let i = self.evict % Self::CAP;
+            self.evict = i + 1;
+            self.entries[i] = (topic.to_string(), h);
+            self.last = i;
+        }
+        h
+    }
+}
+
+/// A record whose keys [`IndexBatch::stage`] hashed and whose slots it prefetched; its keys
+/// are put by the next `stage` or by [`IndexBatch::put_staged`].
+#[derive(Debug, Default)]
+struct Staged {
+    /// Whether a record is staged.
+    live: bool,
+    phy_offset: i64,
+    store_timestamp: i64,
+    redo: Option<Arc<IndexFile>>,
+    /// Its key hashes in the order `build` puts them (UNIQ_KEY first).
+    hashes: Vec<i32>,
 }
 
 impl IndexBatch<'_> {
@@ -93,16 +147,14 @@ impl IndexBatch<'_> {
     /// # Errors
     /// I/O errors creating a file (nothing of the failed key is published).
     pub(crate) fn build(&mut self, req: &IndexRequest<'_>) -> Result<()> {
+        self.put_staged()?;
         let Admit::Put(redo) = self.admit(req.phy_offset, req.sys_flag)? else {
             return Ok(());
         };
         if req.uniq_key.is_none() && req.keys.is_none() {
             return Ok(());
         }
-        if self.prefix.0 != req.topic {
-            self.prefix = (req.topic.to_string(), index_prefix_hash(req.topic));
-        }
-        let prefix = self.prefix.1;
+        let prefix = self.prefixes.hash(req.topic);
         let (phy, ts) = (req.phy_offset, req.store_timestamp);
         if let Some(uniq) = req.uniq_key {
             self.put_key(index_key_hash_after(prefix, uniq), phy, ts, redo.as_deref())?;
@@ -115,6 +167,74 @@ impl IndexBatch<'_> {
         Ok(())
     }
 
+    /// [`IndexBatch::build`] one record later, for a dispatcher handing over records in a row:
+    /// puts the keys of the record staged by the previous call, then admits `req` exactly as
+    /// `build` would (on the index as it stands after that record), hashes its keys and starts
+    /// loading their hash slots into the cache, and holds it back. The slot reads, which miss
+    /// the cache on a large index, then overlap with the next record's decode and consume queue
+    /// work instead of stalling this thread. Every entry, header field and slot written is the
+    /// one `build` writes, in the same order. The caller must end the run with
+    /// [`IndexBatch::put_staged`]: until then the last record's keys are not in the index.
+    ///
+    /// # Errors
+    /// As `build`, for the record staged before (nothing of `req` is staged then).
+    pub(crate) fn stage(&mut self, req: &IndexRequest<'_>) -> Result<()> {
+        self.put_staged()?;
+        let Admit::Put(redo) = self.admit(req.phy_offset, req.sys_flag)? else {
+            return Ok(());
+        };
+        if req.uniq_key.is_none() && req.keys.is_none() {
+            return Ok(());
+        }
+        let prefix = self.prefixes.hash(req.topic);
+        let s = &mut self.staged;
+        s.hashes.clear();
+        if let Some(uniq) = req.uniq_key {
+            s.hashes.push(index_key_hash_after(prefix, uniq));
+        }
+        if let Some(keys) = req.keys {
+            for key in rocketstore_format::keys::index_tokens(keys) {
+                s.hashes.push(index_key_hash_after(prefix, key));
+            }
+        }
+        if s.hashes.is_empty() {
+            return Ok(());
+        }
+        if let Some(f) = &self.newest {
+            for &h in &s.hashes {
+                f.prefetch_slot(h);
+            }
+        }
+        s.live = true;
+        s.phy_offset = req.phy_offset;
+        s.store_timestamp = req.store_timestamp;
+        s.redo = redo;
+        Ok(())
+    }
+
+    /// Puts the keys of the record [`IndexBatch::stage`] holds back, if any.
+    ///
+    /// # Errors
+    /// As `build` (the record is dropped from the stage either way; nothing of a failed key
+    /// is published).
+    pub(crate) fn put_staged(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.staged.live) {
+            return Ok(());
+        }
+        let hashes = std::mem::take(&mut self.staged.hashes);
+        let redo = self.staged.redo.take();
+        let (phy, ts) = (self.staged.phy_offset, self.staged.store_timestamp);
+        let mut result = Ok(());
+        for &h in &hashes {
+            result = self.put_key(h, phy, ts, redo.as_deref());
+            if result.is_err() {
+                break;
+            }
+        }
+        self.staged.hashes = hashes;
+        result
+    }
+
     /// [`IndexBatch::build`] for a record whose key hashes were computed elsewhere
     /// ([`handoff::KeySender`]: `hashes` in the order `build` puts them, UNIQ_KEY first).
     pub(crate) fn build_hashed(
@@ -124,6 +244,7 @@ impl IndexBatch<'_> {
         sys_flag: i32,
         hashes: &[i32],
     ) -> Result<()> {
+        self.put_staged()?;
         let Admit::Put(redo) = self.admit(phy_offset, sys_flag)? else {
             return Ok(());
         };
@@ -371,6 +492,13 @@ impl IndexFile {
 
     fn slot_value(&self, slot: u32) -> i32 {
         usize::try_from(slot_position(slot)).map_or(0, |p| self.load_i32(p))
+    }
+
+    /// Starts loading the cache line of the slot of `key_hash` (a hint: nothing is read).
+    fn prefetch_slot(&self, key_hash: i32) {
+        if let Ok(p) = usize::try_from(slot_position(index_slot(key_hash, self.slots))) {
+            self.file.region().prefetch_word(p);
+        }
     }
 
     fn header(&self) -> IndexHeader {
@@ -844,7 +972,8 @@ impl IndexService {
             _writer: guard,
             newest,
             entries: None,
-            prefix: (String::new(), index_prefix_hash("")),
+            prefixes: PrefixCache::default(),
+            staged: Staged::default(),
         })
     }
 

@@ -12,6 +12,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// `a == b` for short names that often share a long prefix (topics such as `Orders0`,
+/// `Orders1`): the lengths and the last bytes are compared before the whole strings, so most
+/// mismatches cost no `memcmp` call.
+#[inline]
+pub(crate) fn same_name(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().last() == b.as_bytes().last() && a == b
+}
+
 /// Wall-clock milliseconds since the epoch.
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()

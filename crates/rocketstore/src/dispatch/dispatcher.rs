@@ -175,17 +175,33 @@ impl Dispatcher {
             queues: QueueHandles::default(),
             index,
             count: 0,
+            staged_end: None,
         };
         let mut result = self.dispatch_range(log, &mut run, from, end);
         let Run {
             queues,
             count,
             index,
+            staged_end,
         } = run;
-        if let Some(IndexSink::Handoff(keys)) = index {
-            // Hands over the last records and closes the channel (the builder then ends).
-            let finished = keys.finish();
-            result = result.and_then(|next| finished.map(|()| next));
+        match index {
+            Some(IndexSink::Handoff(keys)) => {
+                // Hands over the last records and closes the channel (the builder then ends).
+                let finished = keys.finish();
+                result = result.and_then(|next| finished.map(|()| next));
+            }
+            Some(IndexSink::Here(mut index)) => {
+                // The last record's keys, held back by `stage`; only then is dispatch past it.
+                match index.put_staged() {
+                    Ok(()) => {
+                        if let Some(e) = staged_end {
+                            self.reput_from.fetch_max(e, Ordering::AcqRel);
+                        }
+                    }
+                    Err(e) => result = Err(e),
+                }
+            }
+            None => {}
         }
         if let Ok(next) = result {
             // Past the blank record closing a file too, not only past the last record.
@@ -340,16 +356,30 @@ impl Dispatcher {
                 run.queues.last_ts = req.store_timestamp;
             }
         }
+        let end = req.commitlog_offset as u64 + req.msg_size as u64;
         match run.index.as_mut() {
-            Some(IndexSink::Here(index)) => index.build(&index_request(req))?,
+            Some(IndexSink::Here(index)) => {
+                // The index holds each record's keys back until the next record (`stage`: its
+                // slot reads overlap with that record's work), so dispatch is published past
+                // a record only once its keys are put: here for the previous one, at the end
+                // of the run (`run_until`) for the last.
+                if let Err(e) = index.put_staged() {
+                    run.staged_end = None;
+                    return Err(e);
+                }
+                if let Some(prev) = run.staged_end.take() {
+                    self.reput_from.store(prev, Ordering::Release);
+                }
+                index.stage(&index_request(req))?;
+                run.staged_end = Some(end);
+                run.count += 1;
+                return Ok(());
+            }
             Some(IndexSink::Handoff(keys)) => keys.push(&index_request(req))?,
             None => {}
         }
         run.count += 1;
-        self.reput_from.store(
-            req.commitlog_offset as u64 + req.msg_size as u64,
-            Ordering::Release,
-        );
+        self.reput_from.store(end, Ordering::Release);
         Ok(())
     }
 }
@@ -359,6 +389,9 @@ struct Run<'a> {
     queues: QueueHandles,
     index: Option<IndexSink<'a>>,
     count: u64,
+    /// End of the record whose keys the index writer holds back ([`IndexBatch::stage`]):
+    /// `reput_from` moves past it once they are put.
+    staged_end: Option<u64>,
 }
 
 /// Where a run's records go to be indexed.
@@ -382,15 +415,29 @@ fn index_request<'a>(req: &DispatchRequest<'a>) -> IndexRequest<'a> {
 
 /// The consume queues one dispatch run has written to, looked up in the shared map only the
 /// first time (no lock, hash or `Arc` clone per record); they are also the queues whose long
-/// polls are woken afterwards.
+/// polls are woken afterwards. A record's queue is found by its topic (the last one first, then
+/// the run's others) and then by its queue id, so interleaved topics and queues cost one short
+/// string compare or a few, not a scan of every queue of the run.
 #[derive(Debug, Default)]
 struct QueueHandles {
     touched: Vec<Arc<ConsumeQueue>>,
-    /// Index in `touched` of the last hit (consecutive records often share a queue).
+    /// The run's topics, each with the index in `touched` of its queues by queue id.
+    topics: Vec<TopicQueues>,
+    /// Index in `topics` of the last hit.
     last: usize,
     /// Store time of the last record added to a consume queue.
     last_ts: i64,
 }
+
+/// One topic's queues in [`QueueHandles`].
+#[derive(Debug)]
+struct TopicQueues {
+    topic: String,
+    /// Index in `touched` by queue id ([`NO_HANDLE`]: not looked up yet).
+    by_id: Vec<u32>,
+}
+
+const NO_HANDLE: u32 = u32::MAX;
 
 impl QueueHandles {
     fn get(
@@ -399,19 +446,37 @@ impl QueueHandles {
         topic: &str,
         queue_id: i32,
     ) -> Result<&ConsumeQueue> {
-        let hit = |q: &Arc<ConsumeQueue>| q.queue_id() == queue_id && q.topic() == topic;
-        let i = match self.touched.get(self.last) {
-            Some(q) if hit(q) => self.last,
-            _ => match self.touched.iter().position(hit) {
-                Some(i) => i,
+        let qi = usize::try_from(queue_id).map_err(|_| {
+            crate::error::Error::invalid("queue_id", format!("{queue_id} is negative"))
+        })?;
+        let same = |e: &TopicQueues| crate::util::same_name(&e.topic, topic);
+        let t = match self.topics.get(self.last) {
+            Some(e) if same(e) => self.last,
+            _ => match self.topics.iter().position(same) {
+                Some(t) => t,
                 None => {
-                    self.touched.push(cqs.find_or_create(topic, queue_id)?);
-                    self.touched.len() - 1
+                    self.topics.push(TopicQueues {
+                        topic: topic.to_string(),
+                        by_id: Vec::new(),
+                    });
+                    self.topics.len() - 1
                 }
             },
         };
-        self.last = i;
-        self.touched.get(i).map(|q| &**q).ok_or_else(|| {
+        self.last = t;
+        let entry = &mut self.topics[t];
+        if entry.by_id.len() <= qi {
+            entry.by_id.resize(qi + 1, NO_HANDLE);
+        }
+        let mut h = entry.by_id[qi];
+        if h == NO_HANDLE {
+            self.touched.push(cqs.find_or_create(topic, queue_id)?);
+            h = u32::try_from(self.touched.len() - 1).map_err(|_| {
+                crate::error::Error::invalid("dispatch", "too many consume queues in one run")
+            })?;
+            entry.by_id[qi] = h;
+        }
+        self.touched.get(h as usize).map(|q| &**q).ok_or_else(|| {
             crate::error::Error::invalid("dispatch", "consume queue handle vanished")
         })
     }

@@ -12,7 +12,7 @@
 
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
-use super::{index_key_hash_after, index_prefix_hash, IndexRequest, IndexService};
+use super::{index_key_hash_after, IndexRequest, IndexService, PrefixCache};
 use crate::error::{Error, Result};
 
 /// Records per batch handed over.
@@ -39,8 +39,8 @@ pub(crate) struct HashedBatch {
 /// The dispatching side: hashes the keys of each record and hands them over in batches.
 #[derive(Debug)]
 pub(crate) struct KeySender {
-    /// The last topic seen and the Java hash of `"<topic>#"`.
-    prefix: (String, i32),
+    /// The topics seen lately and the Java hash of `"<topic>#"`.
+    prefixes: PrefixCache,
     current: HashedBatch,
     to_builder: SyncSender<HashedBatch>,
     spare: Receiver<HashedBatch>,
@@ -59,7 +59,7 @@ pub(crate) fn channel() -> (KeySender, KeyReceiver) {
     let (spare_tx, spare_rx) = std::sync::mpsc::channel();
     (
         KeySender {
-            prefix: (String::new(), index_prefix_hash("")),
+            prefixes: PrefixCache::default(),
             current: HashedBatch::default(),
             to_builder,
             spare: spare_rx,
@@ -79,10 +79,7 @@ impl KeySender {
     pub(crate) fn push(&mut self, req: &IndexRequest<'_>) -> Result<()> {
         let start = self.current.hashes.len();
         if req.uniq_key.is_some() || req.keys.is_some() {
-            if self.prefix.0 != req.topic {
-                self.prefix = (req.topic.to_string(), index_prefix_hash(req.topic));
-            }
-            let prefix = self.prefix.1;
+            let prefix = self.prefixes.hash(req.topic);
             if let Some(uniq) = req.uniq_key {
                 self.current.hashes.push(index_key_hash_after(prefix, uniq));
             }
