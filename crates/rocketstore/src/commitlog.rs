@@ -54,6 +54,12 @@ impl Prepared<'_> {
 /// 1 KiB and 4 KiB the feed halves dispatch's CPU.
 const FEED_MIN_RECORD_BYTES: usize = 512;
 
+/// With `pwrite_commit_log`, a call that appends fewer record bytes than this stores them into
+/// the file's mapping instead of staging and `pwrite`-ing them: one system call per call costs
+/// more than the page faults of a few records (`put` of one 100 B message: 119-138 k/s staged
+/// against 251-543 k/s through the mapping, BENCHMARKS.md "pwrite by default").
+const STAGE_MIN_CALL_BYTES: usize = 8 * 1024;
+
 /// State guarded by the put lock.
 #[derive(Debug, Default)]
 struct PutState {
@@ -497,6 +503,7 @@ impl CommitLog {
         // Small records are fed only when they are large enough that decoding them back costs
         // more than copying their facts (see `FEED_MIN_RECORD_BYTES`).
         let record_bytes: usize = msgs.iter().map(|m| m.len).sum();
+        let staged = record_bytes >= STAGE_MIN_CALL_BYTES;
         let mut fed = if record_bytes >= FEED_MIN_RECORD_BYTES * msgs.len() {
             self.feed.start(store_ts, msgs.len(), props)
         } else {
@@ -553,6 +560,7 @@ impl CommitLog {
                 let body = m.body;
                 let p = props.get(m.props.clone()).unwrap_or(&[]);
                 let seal = m.prop_crc;
+                w.stage_next(staged);
                 let enc = w.write_with(pos, m.len, |dst| {
                     let body_crc = masked_crc(m.body_crc);
                     encode_record(dst, &hdr, m.version, body, body_crc, m.topic, p)?;

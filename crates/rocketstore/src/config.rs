@@ -366,16 +366,18 @@ store_config! {
         /// the allocate service, so the writer takes no page faults (ours): the file the writer
         /// is in whole, the next one as far as the writer's progress through its own file plus
         /// a quarter file, so it is complete when the writer reaches it and a write that stops
-        /// early in a file does not zero the whole next one. Not done with
-        /// `transient_store_pool_enable` or `pwrite_commit_log`: both write with `pwrite`,
-        /// which needs no fault.
+        /// early in a file does not zero the whole next one. Only with `pwrite_commit_log` and
+        /// `transient_store_pool_enable` both false: both write with `pwrite`, which needs no
+        /// fault.
         populate_mapped_file = true, None;
         /// Append commit log records through a small reused staging buffer that is written
         /// into the file with `pwrite`, instead of storing them into the file's mapping (ours;
         /// the bytes are the same): no page fault, read-ahead or zero-fill of the file's pages,
-        /// and no pre-fault. Readers still read through the mapping. No effect with
+        /// and no pre-fault. A call that appends under 8 KiB of records (a single `put`) still
+        /// stores them into the mapping, where a system call would cost more than the faults.
+        /// Readers still read through the mapping. No effect with
         /// `transient_store_pool_enable` (its commit already `pwrite`s).
-        pwrite_commit_log = false, None;
+        pwrite_commit_log = true, None;
         /// Async flush sleeps its interval (true) or waits and can be woken by puts (false)
         /// (RocketMQ `flushCommitLogTimed`).
         flush_commit_log_timed = true, Some("flushCommitLogTimed");

@@ -325,6 +325,7 @@ impl MappedFile {
             file: Arc::clone(self),
             target,
             stage: None,
+            direct: false,
         })
     }
 
@@ -624,6 +625,9 @@ pub(crate) struct FileWriter {
     /// With [`FileWriter::stage_writes`]: appends are encoded here and written into the file
     /// with `pwrite` (at the latest before they are published), not stored into the mapping.
     stage: Option<Stage>,
+    /// With a stage: the next appends are stored into the mapping instead (see
+    /// [`FileWriter::stage_next`]).
+    direct: bool,
 }
 
 /// Bytes `[from, from + buf.len())` of the file, encoded but not yet written into it.
@@ -664,7 +668,10 @@ impl FileWriter {
                 )),
             ));
         }
-        if let Some(stage) = self.stage.as_ref() {
+        if self.stage.is_some() && self.direct {
+            // Whatever is staged goes first, so the file is written in order.
+            self.write_out()?;
+        } else if let Some(stage) = self.stage.as_ref() {
             let end = stage.from + stage.buf.len();
             if !stage.buf.is_empty() && (pos != end || stage.buf.len() + len > STAGE_BYTES) {
                 self.write_out()?;
@@ -695,6 +702,14 @@ impl FileWriter {
         if self.stage.is_none() && Arc::ptr_eq(self.target.region(), &self.file.map) {
             self.stage = Some(Stage::default());
         }
+    }
+
+    /// With [`FileWriter::stage_writes`]: whether the next appends are staged (`true`, the
+    /// default) or stored into the mapping (`false`: for a few hundred bytes one `pwrite`
+    /// system call costs more than the page faults it spares). Either way the file holds the
+    /// same bytes; anything staged is written out before the first direct append.
+    pub(crate) fn stage_next(&mut self, staged: bool) {
+        self.direct = !staged;
     }
 
     /// Writes the staged bytes into the file (`pwrite`). A failure is final for this handle:
