@@ -363,9 +363,23 @@ fn same_bytes(raw: &[u8], a: (usize, usize), b: (usize, usize)) -> bool {
     a.1 - a.0 == b.1 - b.0 && raw.get(a.0) == raw.get(b.0) && raw.get(a.0..a.1) == raw.get(b.0..b.1)
 }
 
+/// A bit standing for a name's length and first byte: two names with different bits differ, so
+/// a name whose bit no earlier name of the blob set is new without a comparison.
+fn name_bit(raw: &[u8], name: (usize, usize)) -> u64 {
+    let first = usize::from(raw.get(name.0).copied().unwrap_or(0));
+    1 << ((name.1 - name.0).wrapping_mul(8).wrapping_add(first) % 64)
+}
+
 /// Adds the pair of `seg..end` (`sep`: its first `\x01`) to `out` by the rules of
-/// [`split_ascii_properties`].
-fn add_pair(raw: &[u8], out: &mut Vec<PairAt>, seg: usize, sep: Option<usize>, end: usize) {
+/// [`split_ascii_properties`]; `seen` holds the [`name_bit`]s of the names in `out`.
+fn add_pair(
+    raw: &[u8],
+    out: &mut Vec<PairAt>,
+    seen: &mut u64,
+    seg: usize,
+    sep: Option<usize>,
+    end: usize,
+) {
     let Some(sep) = sep else { return };
     if sep == seg || sep + 1 == end {
         return;
@@ -374,10 +388,15 @@ fn add_pair(raw: &[u8], out: &mut Vec<PairAt>, seg: usize, sep: Option<usize>, e
         name: (seg, sep),
         value: (sep + 1, end),
     };
-    match out.iter_mut().find(|p| same_bytes(raw, p.name, at.name)) {
-        Some(p) => p.value = at.value,
-        None => out.push(at),
+    let bit = name_bit(raw, at.name);
+    if *seen & bit != 0 {
+        if let Some(p) = out.iter_mut().find(|p| same_bytes(raw, p.name, at.name)) {
+            p.value = at.value;
+            return;
+        }
     }
+    *seen |= bit;
+    out.push(at);
 }
 
 /// Splits a properties blob like [`rocketstore::format::parse_properties_into`] (pairs
@@ -394,9 +413,10 @@ fn split_ascii_properties(raw: &[u8], out: &mut Vec<PairAt>) -> bool {
     out.clear();
     let (mut seg, mut sep) = (0usize, None);
     let mut high = 0u64;
+    let mut seen = 0u64;
     let mut special = |i: usize, b: u8, seg: &mut usize, sep: &mut Option<usize>| {
         if b == rocketstore::format::PROPERTY_SEPARATOR {
-            add_pair(raw, out, *seg, *sep, i);
+            add_pair(raw, out, &mut seen, *seg, *sep, i);
             *seg = i + 1;
             *sep = None;
         } else if b == rocketstore::format::NAME_VALUE_SEPARATOR && sep.is_none() {
