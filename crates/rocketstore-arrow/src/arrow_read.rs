@@ -1724,6 +1724,7 @@ mod tests {
     fn ascii_split_matches_the_utf8_parser() {
         let cases: &[&[u8]] = &[
             b"",
+            b"TAGS\x01a\x02TAGX\x01b\x02TAGS\x01c\x02TAGX\x01d\x02T\x01e",
             b"\x02",
             b"\x01",
             b"a\x01b",
@@ -1752,6 +1753,81 @@ mod tests {
                 .map(|&(k, v)| (k.to_owned(), v.to_owned()))
                 .collect();
             assert_eq!(split(raw), expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn ascii_split_matches_the_utf8_parser_on_random_blobs() {
+        // Names drawn from a few bytes, so that repeated names and names sharing a length
+        // and first byte (one `name_bit`) but differing later are common.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let alphabet = b"ab\x01\x02";
+        for _ in 0..20_000 {
+            let len = next(40) as usize;
+            let raw: Vec<u8> = (0..len)
+                .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                .collect();
+            let mut expected = Vec::new();
+            assert!(rocketstore::format::parse_properties_into(
+                &raw,
+                &mut expected
+            ));
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            assert_eq!(split(&raw), expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn host_columns_repeat_short_and_long_hosts() {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let v4 = HostAddr {
+            ip: IpAddr::V4(Ipv4Addr::new(255, 255, 255, 255)),
+            port: 65535,
+        };
+        let v6 = HostAddr {
+            ip: IpAddr::V6(Ipv6Addr::new(
+                0xffff, 0xfffe, 0xfffd, 0xfffc, 0xfffb, 0xfffa, 0xfff9, 0xfff8,
+            )),
+            port: 10911,
+        };
+        assert!(v6.to_string().len() > HOST_BLOCK);
+        let mut col = HostCol {
+            col: Utf8Col::with_capacity(8, 0),
+            last: None,
+        };
+        let hosts = [v4, v4, v6, v6, v4, v6, v4, v4];
+        for h in hosts {
+            col.push(h);
+        }
+        let texts: Vec<String> = (0..hosts.len())
+            .map(|i| {
+                let (a, b) = (col.col.offsets[i] as usize, col.col.offsets[i + 1] as usize);
+                String::from_utf8(col.col.data[a..b].to_vec()).unwrap_or_default()
+            })
+            .collect();
+        let expected: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(texts, expected);
+    }
+
+    #[test]
+    fn short_values_are_copied_exactly() {
+        let raw: Vec<u8> = (0..100u8).collect();
+        for a in [0usize, 3, 60, 80, 99] {
+            for len in [0usize, 1, 15, 16, 17, 31, 32, 33, 40] {
+                let b = (a + len).min(raw.len());
+                let mut data = vec![7u8];
+                extend_short(&mut data, &raw, (a, b));
+                assert_eq!(&data[1..], &raw[a..b], "{a}..{b}");
+            }
         }
     }
 
