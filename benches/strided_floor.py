@@ -80,7 +80,8 @@ def main() -> None:
             wall = time.perf_counter() - t0
             cpu = time.process_time() - c0
             print(
-                f"strided {what} {size} B pass {p + 1}: {total} msgs, {total / wall / 1e6:.2f} M msg/s, "
+                f"strided {what} {size} B pass {p + 1}: {total} msgs, "
+                f"{total / wall / 1e6:.2f} M msg/s, "
                 f"{cpu * 1e9 / total:.0f} ns CPU per message (check {acc % 997})"
             )
 
