@@ -27,7 +27,9 @@ import pyarrow  # noqa: F401  (imported here, not by the first read inside the t
 
 import rocketstore
 
-N = 300_000
+# Messages of a prepared store: 300,000, or READ_PROBE_MESSAGES (the bench's shape is 1,000,000
+# at 100 B and 250,000 at 1 KiB); prepare and read with the same value.
+N = int(os.environ.get("READ_PROBE_MESSAGES", "300000"))
 CONFIG = {
     "mapped_file_size_commit_log": 256 << 20,
     "mapped_file_size_consume_queue": 65536 * 20,
@@ -39,7 +41,7 @@ CONFIG = {
 def main() -> None:
     size, what = int(sys.argv[1]), sys.argv[2]
     passes = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-    path = os.path.join(tempfile.gettempdir(), f"rocketstore-read-probe-{size}")
+    path = os.path.join(tempfile.gettempdir(), f"rocketstore-read-probe-{size}-{N}")
     if what == "prep":
         from rocketstore._bench import bench_table
 

@@ -318,23 +318,44 @@ pub fn index_schema() -> SchemaRef {
     }))
 }
 
-/// A host column: rows usually repeat one host, so its text is formatted once.
+/// Bytes of the block [`HostCol`] keeps a host's text in (an IPv4 `a.b.c.d:port` is at most 21).
+const HOST_BLOCK: usize = 32;
+
+/// A host column: rows usually repeat one host, so its text is formatted once, and kept in a
+/// fixed block that is appended whole and cut to the text's length (no `memcpy` call per row).
 #[derive(Debug)]
 struct HostCol {
     col: Utf8Col,
-    last: Option<(HostAddr, String)>,
+    /// The last host, its text's block and length (longer texts are not kept).
+    last: Option<(HostAddr, [u8; HOST_BLOCK], usize)>,
 }
 
 impl HostCol {
+    #[inline]
     fn push(&mut self, h: HostAddr) {
         match &self.last {
-            Some((l, s)) if *l == h => self.col.push(s.as_bytes()),
-            _ => {
-                let s = h.to_string();
-                self.col.push(s.as_bytes());
-                self.last = Some((h, s));
+            Some((l, block, len)) if *l == h => {
+                let at = self.col.data.len();
+                self.col.data.extend_from_slice(block);
+                self.col.data.truncate(at + len);
+                self.col.close_value();
             }
+            _ => self.push_new(h),
         }
+    }
+
+    #[cold]
+    fn push_new(&mut self, h: HostAddr) {
+        let s = h.to_string();
+        self.col.push(s.as_bytes());
+        let mut block = [0u8; HOST_BLOCK];
+        self.last = match block.get_mut(..s.len()) {
+            Some(b) => {
+                b.copy_from_slice(s.as_bytes());
+                Some((h, block, s.len()))
+            }
+            None => None,
+        };
     }
 }
 
@@ -363,9 +384,24 @@ fn same_bytes(raw: &[u8], a: (usize, usize), b: (usize, usize)) -> bool {
     a.1 - a.0 == b.1 - b.0 && raw.get(a.0) == raw.get(b.0) && raw.get(a.0..a.1) == raw.get(b.0..b.1)
 }
 
+/// A bit standing for a name's length and first byte: two names with different bits differ, so
+/// a name whose bit no earlier name of the blob set is new without a comparison.
+fn name_bit(raw: &[u8], name: (usize, usize)) -> u64 {
+    let first = usize::from(raw.get(name.0).copied().unwrap_or(0));
+    1 << ((name.1 - name.0).wrapping_mul(8).wrapping_add(first) % 64)
+}
+
 /// Adds the pair of `seg..end` (`sep`: its first `\x01`) to `out` by the rules of
-/// [`split_ascii_properties`].
-fn add_pair(raw: &[u8], out: &mut Vec<PairAt>, seg: usize, sep: Option<usize>, end: usize) {
+/// [`split_ascii_properties`]; `seen` holds the [`name_bit`]s of the names in `out`.
+#[inline]
+fn add_pair(
+    raw: &[u8],
+    out: &mut Vec<PairAt>,
+    seen: &mut u64,
+    seg: usize,
+    sep: Option<usize>,
+    end: usize,
+) {
     let Some(sep) = sep else { return };
     if sep == seg || sep + 1 == end {
         return;
@@ -374,10 +410,15 @@ fn add_pair(raw: &[u8], out: &mut Vec<PairAt>, seg: usize, sep: Option<usize>, e
         name: (seg, sep),
         value: (sep + 1, end),
     };
-    match out.iter_mut().find(|p| same_bytes(raw, p.name, at.name)) {
-        Some(p) => p.value = at.value,
-        None => out.push(at),
+    let bit = name_bit(raw, at.name);
+    if *seen & bit != 0 {
+        if let Some(p) = out.iter_mut().find(|p| same_bytes(raw, p.name, at.name)) {
+            p.value = at.value;
+            return;
+        }
     }
+    *seen |= bit;
+    out.push(at);
 }
 
 /// Splits a properties blob like [`rocketstore::format::parse_properties_into`] (pairs
@@ -394,9 +435,10 @@ fn split_ascii_properties(raw: &[u8], out: &mut Vec<PairAt>) -> bool {
     out.clear();
     let (mut seg, mut sep) = (0usize, None);
     let mut high = 0u64;
+    let mut seen = 0u64;
     let mut special = |i: usize, b: u8, seg: &mut usize, sep: &mut Option<usize>| {
         if b == rocketstore::format::PROPERTY_SEPARATOR {
-            add_pair(raw, out, *seg, *sep, i);
+            add_pair(raw, out, &mut seen, *seg, *sep, i);
             *seg = i + 1;
             *sep = None;
         } else if b == rocketstore::format::NAME_VALUE_SEPARATOR && sep.is_none() {
@@ -435,22 +477,30 @@ fn split_ascii_properties(raw: &[u8], out: &mut Vec<PairAt>) -> bool {
     high & HIGH == 0
 }
 
-/// Appends `raw[range]`: a short value is moved as one 16-byte block (then cut to its length)
-/// instead of through a `memcpy` call.
+/// Appends `raw[range]`: a short value is moved as one 16- or 32-byte block (then cut to its
+/// length) instead of through a `memcpy` call.
+#[inline]
 fn extend_short(data: &mut Vec<u8>, raw: &[u8], range: (usize, usize)) {
-    let (a, b) = range;
-    if b - a <= 16 {
-        if let Some(block) = raw
-            .get(a..a + 16)
-            .and_then(|c| <&[u8; 16]>::try_from(c).ok())
-        {
-            let len = data.len();
-            data.extend_from_slice(block);
-            data.truncate(len + (b - a));
-            return;
+    fn block<const N: usize>(data: &mut Vec<u8>, raw: &[u8], (a, b): (usize, usize)) -> bool {
+        match raw.get(a..a + N).and_then(|c| <&[u8; N]>::try_from(c).ok()) {
+            Some(block) => {
+                let len = data.len();
+                data.extend_from_slice(block);
+                data.truncate(len + (b - a));
+                true
+            }
+            None => false,
         }
     }
-    data.extend_from_slice(raw.get(a..b).unwrap_or_default());
+    let (a, b) = range;
+    let moved = match b - a {
+        0..=16 => block::<16>(data, raw, range),
+        17..=32 => block::<32>(data, raw, range),
+        _ => false,
+    };
+    if !moved {
+        data.extend_from_slice(raw.get(a..b).unwrap_or_default());
+    }
 }
 
 /// How much of a batch is taken: rows, stored bytes and the string-column budget. The same
@@ -1674,6 +1724,7 @@ mod tests {
     fn ascii_split_matches_the_utf8_parser() {
         let cases: &[&[u8]] = &[
             b"",
+            b"TAGS\x01a\x02TAGX\x01b\x02TAGS\x01c\x02TAGX\x01d\x02T\x01e",
             b"\x02",
             b"\x01",
             b"a\x01b",
@@ -1702,6 +1753,81 @@ mod tests {
                 .map(|&(k, v)| (k.to_owned(), v.to_owned()))
                 .collect();
             assert_eq!(split(raw), expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn ascii_split_matches_the_utf8_parser_on_random_blobs() {
+        // Names drawn from a few bytes, so that repeated names and names sharing a length
+        // and first byte (one `name_bit`) but differing later are common.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let alphabet = b"ab\x01\x02";
+        for _ in 0..20_000 {
+            let len = next(40) as usize;
+            let raw: Vec<u8> = (0..len)
+                .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                .collect();
+            let mut expected = Vec::new();
+            assert!(rocketstore::format::parse_properties_into(
+                &raw,
+                &mut expected
+            ));
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            assert_eq!(split(&raw), expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn host_columns_repeat_short_and_long_hosts() {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let v4 = HostAddr {
+            ip: IpAddr::V4(Ipv4Addr::new(255, 255, 255, 255)),
+            port: 65535,
+        };
+        let v6 = HostAddr {
+            ip: IpAddr::V6(Ipv6Addr::new(
+                0xffff, 0xfffe, 0xfffd, 0xfffc, 0xfffb, 0xfffa, 0xfff9, 0xfff8,
+            )),
+            port: 10911,
+        };
+        assert!(v6.to_string().len() > HOST_BLOCK);
+        let mut col = HostCol {
+            col: Utf8Col::with_capacity(8, 0),
+            last: None,
+        };
+        let hosts = [v4, v4, v6, v6, v4, v6, v4, v4];
+        for h in hosts {
+            col.push(h);
+        }
+        let texts: Vec<String> = (0..hosts.len())
+            .map(|i| {
+                let (a, b) = (col.col.offsets[i] as usize, col.col.offsets[i + 1] as usize);
+                String::from_utf8(col.col.data[a..b].to_vec()).unwrap_or_default()
+            })
+            .collect();
+        let expected: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(texts, expected);
+    }
+
+    #[test]
+    fn short_values_are_copied_exactly() {
+        let raw: Vec<u8> = (0..100u8).collect();
+        for a in [0usize, 3, 60, 80, 99] {
+            for len in [0usize, 1, 15, 16, 17, 31, 32, 33, 40] {
+                let b = (a + len).min(raw.len());
+                let mut data = vec![7u8];
+                extend_short(&mut data, &raw, (a, b));
+                assert_eq!(&data[1..], &raw[a..b], "{a}..{b}");
+            }
         }
     }
 

@@ -386,9 +386,15 @@ impl Store {
         while next < end && taken < max {
             let want = usize::try_from(end - next).unwrap_or(usize::MAX);
             let cursor = cq.cursor(next, want.min(UNITS_PER_ROUND));
+            let Some(units) = cursor.filter(|c| c.clone().next().is_some()) else {
+                // The consume queue file holding `next` is gone: continue at the next file.
+                let upf = cq.units_per_file().max(1);
+                next = next + upf - next.rem_euclid(upf);
+                continue;
+            };
             // A second cursor runs PREFETCH_UNITS units ahead, asking the CPU to load the records
             // it will visit, so the cache and TLB misses of several scattered records overlap.
-            let mut ahead = cursor.clone().into_iter().flatten();
+            let mut ahead = units.clone();
             let mut ahead_files = LogFiles::default();
             let mut prefetch_next = |ahead_files: &mut LogFiles| {
                 if let Some((_, u)) = ahead.next() {
@@ -399,13 +405,6 @@ impl Store {
             };
             for _ in 0..PREFETCH_UNITS {
                 prefetch_next(&mut ahead_files);
-            }
-            let mut units = cursor.into_iter().flatten().peekable();
-            if units.peek().is_none() {
-                // The consume queue file holding `next` is gone: continue at the next file.
-                let upf = cq.units_per_file().max(1);
-                next = next + upf - next.rem_euclid(upf);
-                continue;
             }
             for (queue_offset, unit) in units {
                 if queue_offset >= end || taken >= max {
