@@ -147,6 +147,15 @@ final class JvmScan implements Scan, Batch {
         }
     }
 
+    /**
+     * Arrow IPC bytes one batch aims at: {@code maxMessagesPerBatch} stays the upper bound of its
+     * rows, and after each batch the next one asks for as many rows as fit this size at the last
+     * batch's bytes per row. At 1 KiB per record, 16384-row batches (16 MiB, a humongous array
+     * for the JVM and buffers that leave the caches) cost 1.5x the CPU of 4 MiB ones
+     * (BENCHMARKS.md, "Spark read: a JVM DataSource V2 reader").
+     */
+    static final long TARGET_BATCH_BYTES = 4L << 20;
+
     /** Reads one partition batch by batch; each batch's vectors live until the next call. */
     static final class Reader implements PartitionReader<ColumnarBatch> {
         private final FilePartition p;
@@ -156,6 +165,7 @@ final class JvmScan implements Scan, Batch {
         private final BufferAllocator allocator;
         private long handle;
         private long offset;
+        private int rows;
         private ArrowStreamReader current;
         private ColumnarBatch batch;
 
@@ -167,6 +177,7 @@ final class JvmScan implements Scan, Batch {
             this.allocator = ArrowUtils.rootAllocator()
                     .newChildAllocator("rocketstore " + p.store + "@" + p.start, 0, Long.MAX_VALUE);
             this.offset = p.start;
+            this.rows = batchSize;
         }
 
         @Override
@@ -178,7 +189,7 @@ final class JvmScan implements Scan, Batch {
             long[] next = new long[1];
             while (offset < p.end) {
                 byte[] bytes = NativeReader.readLog(
-                        handle, offset, p.end, batchSize, verifyCrc, columns, p.store, next);
+                        handle, offset, p.end, rows, verifyCrc, columns, p.store, next);
                 offset = next[0] <= offset ? p.end : next[0];
                 ArrowStreamReader reader = new ArrowStreamReader(new ByteArrayInputStream(bytes), allocator);
                 VectorSchemaRoot root = reader.getVectorSchemaRoot();
@@ -186,6 +197,8 @@ final class JvmScan implements Scan, Batch {
                     reader.close();
                     continue;
                 }
+                long fit = (long) root.getRowCount() * TARGET_BATCH_BYTES / Math.max(1, bytes.length);
+                rows = (int) Math.max(1, Math.min(batchSize, fit));
                 ColumnVector[] vectors = new ColumnVector[root.getFieldVectors().size()];
                 for (int i = 0; i < vectors.length; i++) {
                     vectors[i] = new ArrowColumnVector(root.getVector(i));
