@@ -56,7 +56,7 @@ endif
 
 say = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help venv build wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles layering \
+.PHONY: help venv build jvm wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles layering \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
 	rust-failpoint-tests rust-powerloss-tests bench-check test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
@@ -92,7 +92,40 @@ $(NATIVE_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
 		$(VENV_BIN)/maturin develop --release --locked
 	@touch $@
 
-build: $(NATIVE_STAMP) ## Create .venv and build + install the extension (then use .venv/bin/python)
+# ---- the JVM Spark reader: jvm/ (Java, javac) + crates/rocketstore-jni (the .so) -----------
+# Both land in python/rocketstore/spark/jvm/ (gitignored), where rocketstore.spark finds them
+# and adds them to the sessions it builds. Without javac the jar is skipped (with a note) and
+# reads fall back to the Python data source.
+JVM_DIR      := python/rocketstore/spark/jvm
+JVM_JAR      := $(JVM_DIR)/rocketstore-spark.jar
+JVM_LIB      := $(JVM_DIR)/librocketstore_jni.so
+JVM_SOURCES  := $(shell find jvm/src -type f 2>/dev/null)
+CARGO_TARGET := $(or $(CARGO_TARGET_DIR),target)
+
+$(JVM_LIB): $(DEPS_STAMP) $(RUST_INPUTS)
+	$(call say,Building the JVM reader's native library (crates/rocketstore-jni, release))
+	$(CARGO) build $(LOCKED) --release -p rocketstore-jni
+	@mkdir -p $(JVM_DIR)
+	cp $(CARGO_TARGET)/release/librocketstore_jni.so $@
+
+$(JVM_JAR): $(DEPS_STAMP) $(JVM_SOURCES)
+	@javac="$${JAVA_HOME:+$$JAVA_HOME/bin/}javac"; jar="$${JAVA_HOME:+$$JAVA_HOME/bin/}jar"; \
+	if ! command -v "$$javac" >/dev/null 2>&1 || ! command -v "$$jar" >/dev/null 2>&1; then \
+		echo "NOTE: no javac/jar: the JVM Spark reader is not built; reads use the Python data source."; \
+		exit 0; \
+	fi; \
+	printf '\n==> %s\n' "Compiling the JVM Spark reader (jvm/) against PySpark's jars into $@"; \
+	jars="$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"; \
+	out="$$(mktemp -d)"; trap 'rm -rf "$$out"' EXIT; \
+	"$$javac" --release 17 -Xlint:all -Xlint:-path -Xlint:-classfile -Xlint:-serial -Werror \
+		-d "$$out" -cp "$$jars/*" $$(find jvm/src/main/java -name '*.java'); \
+	cp -r jvm/src/main/resources/. "$$out/"; \
+	mkdir -p $(JVM_DIR); \
+	"$$jar" --create --file $@ -C "$$out" .
+
+jvm: $(JVM_JAR) $(JVM_LIB) ## Build the JVM Spark reader (jar + native library) into python/rocketstore/spark/jvm/
+
+build: $(NATIVE_STAMP) jvm ## Create .venv and build + install the extension and the JVM reader (then use .venv/bin/python)
 	@$(PY) -c 'import rocketstore._native as n; print(f"\n==> Ready: rocketstore._native {n.__version__} imports in $(VENV)/bin/python")'
 
 # ---- packaging ------------------------------------------------------------------------
@@ -300,6 +333,7 @@ endif
 clean-py: ## Remove .venv, the built extension and Python caches (keeps the Rust target/ dir)
 	rm -rf "$(VENV)" .pytest_cache .mypy_cache .ruff_cache .hypothesis dist demo-store
 	rm -f python/rocketstore/_native*.so
+	rm -rf $(JVM_DIR)
 	find python tests -type d -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
 
 clean: clean-py ## Remove everything built (clean-py + cargo clean); next build starts from scratch

@@ -3,7 +3,10 @@
 Writes the ``rocketstore bench`` table of each body size once as Parquet and as a rocketstore
 root (2 partitions, like ``rocketstore bench --spark``), then in one local[2] session times
 ``sum(length(body))`` over: Parquet, rocketstore with the full schema, rocketstore with
-``.schema("body binary")``, round after round; ``--only parquet,all,all_main`` adds the full
+``.schema("body binary")``, round after round. The session loads the JVM reader when it was
+built (``make build``): ``all`` and ``body`` are then its reads, and a name ending in ``_py``
+(``all_py``, ``body_py``) is the same read by the Python reader in the same session
+(``spark.rocketstore.jvmReader=false``); ``--only parquet,all,all_main`` adds the full
 schema read as main's reader did it (the open's CRC walk, no frozen heap). Each line:
 msg/s (wall) and CPU ns per message of the whole process tree (driver, JVM, Python workers;
 /proc), and the load average.
@@ -55,7 +58,9 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=0, help="default: as rocketstore bench")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dir", default=os.environ.get("ROCKETSTORE_BENCH_DIR", tempfile.gettempdir()))
-    ap.add_argument("--only", default="parquet,all,body", help="which reads, comma-separated")
+    ap.add_argument(
+        "--only", default="parquet,all,all_py,body_py", help="which reads, comma-separated"
+    )
     args = ap.parse_args()
 
     import rocketstore
@@ -73,6 +78,9 @@ def main() -> None:
 
     spark = bench_spark_session("rocketstore-spark-read")
     import rocketstore.spark as rs_spark
+    from rocketstore.spark._jvm import ENABLED_CONF, jvm_reader_files
+
+    print(f"JVM reader: {'loaded' if jvm_reader_files() else 'not built'}", flush=True)
 
     rs_spark.register(spark)
     if "all_main" in args.only:
@@ -106,14 +114,21 @@ def main() -> None:
                     spark.read.format("rocketstore").schema("body binary").load(str(rs))
                 ),
             }
+            readers["all_py"] = readers["all"]
+            readers["body_py"] = readers["body"]
             names = [x for x in args.only.split(",") if x]
+
+            def run(name: str, readers: dict[str, Any] = readers) -> Any:
+                spark.conf.set(ENABLED_CONF, "false" if name.endswith("_py") else "true")
+                return readers[name]().agg(F.sum(F.length("body"))).collect()[0][0]
+
             for name in names:  # warm-up
-                readers[name]().agg(F.sum(F.length("body"))).collect()
+                run(name)
             got: dict[str, list[tuple[float, float]]] = {x: [] for x in names}
             for r in range(args.rounds):
                 for name in names:
                     c0, t0 = _tree_cpu_seconds(), time.perf_counter()
-                    total = readers[name]().agg(F.sum(F.length("body"))).collect()[0][0]
+                    total = run(name)
                     wall, cpu = time.perf_counter() - t0, _tree_cpu_seconds() - c0
                     got[name].append((wall, cpu))
                     print(

@@ -157,8 +157,16 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     work = tmp_path_factory.mktemp("spark")
+    from rocketstore.spark._jvm import jvm_reader_conf
+
+    builder = SparkSession.builder
+    # The JVM reader when it was built (`make build`): every Spark test then runs with
+    # format("rocketstore") resolved to its provider, so writes and streams are checked
+    # through it too; tests/test_spark_jvm_reader.py compares it with the Python reader.
+    for key, value in jvm_reader_conf().items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("rocketstore-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -28,8 +28,10 @@ figure                    what is timed
                           32 rows by id; lookups by id
 ``file_read``             the commit log files read with ``readinto`` (the scan floor)
 ``spark_*`` (--spark)     the same DataFrame written as Parquet and as ``rocketstore``;
-                          ``spark_read_*``: each read back, ``sum(length(body))``;
-                          ``spark_read_rocketstore_body`` with ``.schema("body binary")``
+                          ``spark_read_*``: each read back, ``sum(length(body))``
+                          (``spark_read_rocketstore``: the JVM reader when it was built);
+                          ``spark_read_rocketstore_py``: the Python reader, same session;
+                          ``spark_read_rocketstore_body``: Python, ``.schema("body binary")``
 ========================  ==============================================================
 
 MB/s is body (payload) bytes per second for every figure, so rows compare directly; each
@@ -80,6 +82,7 @@ BASELINE_OF = {
     "recovery": "file_read",
     "spark_rocketstore": "spark_parquet",
     "spark_read_rocketstore": "spark_read_parquet",
+    "spark_read_rocketstore_py": "spark_read_parquet",
     "spark_read_rocketstore_body": "spark_read_parquet",
 }
 # put_batch is also shown against the I/O floor and the physical ceiling.
@@ -815,8 +818,13 @@ def bench_spark_session(app_name: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from rocketstore.spark._jvm import jvm_reader_conf
+
+    builder = SparkSession.builder
+    for key, value in jvm_reader_conf().items():  # the JVM reader, when it was built
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -831,12 +839,56 @@ def bench_spark_session(app_name: str) -> Any:
     return spark
 
 
+def _spark_read_variants(spark: Any, p: Path, data: _Data, jvm_loaded: bool) -> list[Figure]:
+    """The Python reader's reads of the store root ``p`` in the same session as the JVM
+    reader's (``spark.rocketstore.jvmReader=false``): every column (the Python data source API
+    has no column pruning), and the pruning ``.schema("body binary")``."""
+    from pyspark.sql import functions as F
+
+    from rocketstore.spark._jvm import ENABLED_CONF
+
+    figs: list[Figure] = []
+    variants: list[tuple[str, str, Callable[[], Any]]] = [
+        (
+            "spark_read_rocketstore_body",
+            '.schema("body binary"), Python reader',
+            lambda: spark.read.format("rocketstore").schema("body binary").load(str(p)),
+        ),
+    ]
+    if jvm_loaded:
+        variants.insert(
+            0,
+            (
+                "spark_read_rocketstore_py",
+                "Python reader (spark.rocketstore.jvmReader=false)",
+                lambda: spark.read.format("rocketstore").load(str(p)),
+            ),
+        )
+    spark.conf.set(ENABLED_CONF, "false")
+    try:
+        for fig_name, what, read in variants:
+            read().agg(F.sum(F.length("body"))).collect()  # warm-up
+            c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+            total = read().agg(F.sum(F.length("body"))).collect()
+            seconds = time.perf_counter() - t0
+            fig = Figure(fig_name, data.size, data.n, seconds, data.body_bytes)
+            fig.cpu_seconds = _tree_cpu_seconds() - c0
+            fig.note = f"{what}: sum(length(body)) = {total[0][0]}"
+            figs.append(fig)
+    finally:
+        spark.conf.set(ENABLED_CONF, "true")
+    return figs
+
+
 def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
     try:
         import pyspark.sql  # noqa: F401  (is Spark importable?)
     except ImportError as e:
         return [Figure("spark_parquet", data.size, skipped=f"pyspark not importable: {e}")]
     spark = bench_spark_session("rocketstore-bench")
+    from rocketstore.spark._jvm import ENABLED_CONF, jvm_reader_files
+
+    jvm_loaded = jvm_reader_files() is not None
     try:
         import rocketstore.spark as rs_spark
 
@@ -896,6 +948,8 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 )
                 figs.append(fig)
                 read_name, read = readers[name]
+                if name == "spark_rocketstore":
+                    spark.conf.set(ENABLED_CONF, "true")
                 total = read(p).agg(F.sum(F.length("body"))).collect()  # warm-up
                 c0, t0 = _tree_cpu_seconds(), time.perf_counter()
                 total = read(p).agg(F.sum(F.length("body"))).collect()
@@ -903,23 +957,11 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 fig = Figure(read_name, data.size, data.n, seconds, data.body_bytes)
                 fig.cpu_seconds = _tree_cpu_seconds() - c0
                 fig.note = f"sum(length(body)) = {total[0][0]}, after one warm-up read"
+                if name == "spark_rocketstore":
+                    fig.note += " (JVM reader)" if jvm_loaded else " (Python reader: no jar)"
                 figs.append(fig)
                 if name == "spark_rocketstore":
-                    # The Python data source API has no column pruning: the reader builds
-                    # every column unless the schema names only the ones the query uses.
-                    def pruned(p: Path) -> Any:
-                        return spark.read.format("rocketstore").schema("body binary").load(str(p))
-
-                    pruned(p).agg(F.sum(F.length("body"))).collect()  # warm-up
-                    c0, t0 = _tree_cpu_seconds(), time.perf_counter()
-                    total = pruned(p).agg(F.sum(F.length("body"))).collect()
-                    seconds = time.perf_counter() - t0
-                    fig = Figure(
-                        "spark_read_rocketstore_body", data.size, data.n, seconds, data.body_bytes
-                    )
-                    fig.cpu_seconds = _tree_cpu_seconds() - c0
-                    fig.note = f'.schema("body binary"): sum(length(body)) = {total[0][0]}'
-                    figs.append(fig)
+                    figs.extend(_spark_read_variants(spark, p, data, jvm_loaded))
         df.unpersist()
         return figs
     finally:
@@ -1094,6 +1136,7 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 "spark_rocketstore",
                 "spark_parquet",
                 "spark_read_rocketstore",
+                "spark_read_rocketstore_py",
                 "spark_read_rocketstore_body",
                 "spark_read_parquet",
             ]

@@ -73,8 +73,16 @@ def session(master: str, app: str, *, conf: list[str] | None = None) -> Iterator
         conf_dir = tempfile.mkdtemp(prefix="rocketstore-spark-conf-")
         Path(conf_dir, "log4j2.properties").write_text(_LOG4J)
         os.environ["SPARK_CONF_DIR"] = conf_dir
+    from rocketstore.spark._jvm import jvm_reader_conf
+
+    builder = SparkSession.builder
+    user_jars = next(
+        (v for k, _, v in (c.partition("=") for c in conf or []) if k == "spark.jars"), None
+    )
+    for key, value in jvm_reader_conf(user_jars).items():  # the JVM reader, when it was built
+        builder = builder.config(key, value)
     builder = (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app)
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -93,6 +101,8 @@ def session(master: str, app: str, *, conf: list[str] | None = None) -> Iterator
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"rocketstore: --conf expects KEY=VALUE, got {item!r}")
+        if key == "spark.jars" and user_jars is not None and jvm_reader_conf():
+            continue  # already joined with the JVM reader's jar above
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     try:
