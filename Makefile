@@ -106,7 +106,10 @@ $(JVM_LIB): $(DEPS_STAMP) $(RUST_INPUTS)
 	$(call say,Building the JVM reader's native library (crates/rocketstore-jni, release))
 	$(CARGO) build $(LOCKED) --release -p rocketstore-jni
 	@mkdir -p $(JVM_DIR)
-	cp $(CARGO_TARGET)/release/librocketstore_jni.so $@
+	@# Debug info off (41 MB -> a few MB); the symbol table stays for profilers.
+	@if command -v strip >/dev/null 2>&1; then \
+		strip --strip-debug -o $@ $(CARGO_TARGET)/release/librocketstore_jni.so; \
+	else cp $(CARGO_TARGET)/release/librocketstore_jni.so $@; fi
 
 $(JVM_JAR): $(DEPS_STAMP) $(JVM_SOURCES)
 	@javac="$${JAVA_HOME:+$$JAVA_HOME/bin/}javac"; jar="$${JAVA_HOME:+$$JAVA_HOME/bin/}jar"; \

@@ -22,6 +22,9 @@ pub const SUMMARY_ENV: &str = "ROCKETSTORE_BENCH_SUMMARY";
 /// Environment variable that, set to `1`, makes [`bench_config`] enable the transient store pool
 /// (messages written into pooled buffers, committed into the files with `pwrite`).
 pub const TRANSIENT_ENV: &str = "ROCKETSTORE_BENCH_TRANSIENT";
+/// Environment variable that, set to `0`, makes [`bench_config`] turn `pwrite_commit_log` off
+/// (records stored into the pre-faulted mapping, as before it was the default).
+pub const PWRITE_ENV: &str = "ROCKETSTORE_BENCH_PWRITE";
 
 /// Commit log file size used by the append benches (128 MiB).
 pub const FILE_SIZE: u64 = 128 * 1024 * 1024;
@@ -55,6 +58,7 @@ pub fn bench_config(file_size: u64) -> StoreConfig {
     c.max_index_num = 4_000_000;
     c.populate_mapped_file = true;
     c.transient_store_pool_enable = std::env::var(TRANSIENT_ENV).is_ok_and(|v| v == "1");
+    c.pwrite_commit_log = std::env::var(PWRITE_ENV).map_or(true, |v| v != "0");
     c
 }
 

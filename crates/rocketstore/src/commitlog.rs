@@ -655,7 +655,7 @@ impl CommitLog {
         }
         drop(st);
         if let (Some(alloc), Some(end)) = (&self.allocator, wrote_to) {
-            alloc.progress(end);
+            alloc.progress(end, staged && self.stage_writes);
         }
         self.count_puts(msgs, &results);
         if let Some(e) = failed {

@@ -366,15 +366,16 @@ store_config! {
         /// the allocate service, so the writer takes no page faults (ours): the file the writer
         /// is in whole, the next one as far as the writer's progress through its own file plus
         /// a quarter file, so it is complete when the writer reaches it and a write that stops
-        /// early in a file does not zero the whole next one. Only with `pwrite_commit_log` and
-        /// `transient_store_pool_enable` both false: both write with `pwrite`, which needs no
-        /// fault.
+        /// early in a file does not zero the whole next one. With `pwrite_commit_log`, whose
+        /// large appends need no fault, only a quarter file ahead of the appends stored into the
+        /// mapping (calls under 8 KiB). Not done with `transient_store_pool_enable`.
         populate_mapped_file = true, None;
         /// Append commit log records through a small reused staging buffer that is written
         /// into the file with `pwrite`, instead of storing them into the file's mapping (ours;
         /// the bytes are the same): no page fault, read-ahead or zero-fill of the file's pages,
         /// and no pre-fault. A call that appends under 8 KiB of records (a single `put`) still
-        /// stores them into the mapping, where a system call would cost more than the faults.
+        /// stores them into the mapping, where a system call would cost more than the faults,
+        /// and `populate_mapped_file` pre-faults a quarter file ahead of such calls.
         /// Readers still read through the mapping. No effect with
         /// `transient_store_pool_enable` (its commit already `pwrite`s).
         pwrite_commit_log = true, None;
@@ -450,9 +451,10 @@ fn str_value<'a>(key: &str, value: &'a ConfigValue) -> Result<&'a str> {
 
 impl StoreConfig {
     /// New commit log files are pre-faulted: `populate_mapped_file`, unless messages go through
-    /// the transient store pool or `pwrite_commit_log` (both `pwrite`, which needs no fault).
+    /// the transient store pool (`pwrite`, which needs no fault). With `pwrite_commit_log` only
+    /// ahead of the appends stored into the mapping (see `segment::allocator`).
     pub(crate) fn prefault_commit_log(&self) -> bool {
-        self.populate_mapped_file && !self.transient_store_pool_enable && !self.pwrite_commit_log
+        self.populate_mapped_file && !self.transient_store_pool_enable
     }
 
     fn str_fields() -> Vec<FieldInfo> {

@@ -213,6 +213,7 @@ impl Store {
                 },
                 Signal::new(),
                 Duration::from_millis(config.allocate_wait_timeout),
+                config.pwrite_commit_log && !config.transient_store_pool_enable,
             )
         });
         let log = Arc::new(CommitLog::load(

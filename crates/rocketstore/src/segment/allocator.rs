@@ -20,11 +20,17 @@
 //! CPU cost of a short bulk write). The writer reports its progress with
 //! [`Allocator::progress`], which wakes the service only when a step becomes due. Files are
 //! still created and fallocated two ahead, as RocketMQ does.
+//!
+//! With a staging writer (`pwrite_commit_log`), large appends are `pwrite`n and need no
+//! pre-fault; only the appends stored into the mapping (calls of a few records) report their
+//! progress, and the pre-fault runs [`PREFAULT_LEAD_DIV`]'s share of a file ahead of them (across
+//! the file boundary, so the put that rolls a file finds its first pages faulted in), never a
+//! whole file at once ([`prefault_allowed_staged`]).
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,6 +64,16 @@ pub(crate) fn prefault_step(file_size: usize) -> usize {
 pub(crate) fn prefault_allowed(from: u64, size: u64, writer_at: u64) -> u64 {
     writer_at
         .saturating_add(size)
+        .saturating_add(size / PREFAULT_LEAD_DIV)
+        .saturating_sub(from)
+        .min(size)
+}
+
+/// [`prefault_allowed`] for a staging writer: the file `[from, from + size)` may be pre-faulted
+/// up to [`PREFAULT_LEAD_DIV`]'s share of a file past `writer_at` (the end of the last append
+/// stored into the mapping).
+pub(crate) fn prefault_allowed_staged(from: u64, size: u64, writer_at: u64) -> u64 {
+    writer_at
         .saturating_add(size / PREFAULT_LEAD_DIV)
         .saturating_sub(from)
         .min(size)
@@ -98,6 +114,11 @@ pub(crate) struct Allocator {
     writer_at: AtomicU64,
     /// The writer wakes the service when it reaches this offset (`u64::MAX`: never).
     wake_at: AtomicU64,
+    /// The writer stages large appends (`pwrite_commit_log`): see the module doc.
+    staged_writer: bool,
+    /// A staging writer has stored an append into the mapping (before that, nothing is
+    /// pre-faulted).
+    mapped_seen: AtomicBool,
 }
 
 /// What `take` produced.
@@ -115,6 +136,7 @@ impl Allocator {
         opts: CreateOptions,
         signal: Arc<Signal>,
         wait_timeout: Duration,
+        staged_writer: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             dir: dir.to_path_buf(),
@@ -125,12 +147,21 @@ impl Allocator {
             wait_timeout,
             writer_at: AtomicU64::new(0),
             wake_at: AtomicU64::new(u64::MAX),
+            staged_writer,
+            mapped_seen: AtomicBool::new(false),
         })
     }
 
-    /// The writer has written the commit log up to `end`: wakes the service when that makes a
-    /// pre-fault step due (one atomic load otherwise).
-    pub(crate) fn progress(&self, end: u64) {
+    /// The writer has written the commit log up to `end` (`staged`: `pwrite`n, not stored into
+    /// the mapping): wakes the service when that makes a pre-fault step due (one atomic load
+    /// otherwise). A staging writer's staged appends move nothing.
+    pub(crate) fn progress(&self, end: u64, staged: bool) {
+        if self.staged_writer {
+            if staged {
+                return;
+            }
+            self.mapped_seen.store(true, Ordering::SeqCst);
+        }
         // SeqCst: with the service's store of `wake_at` then load of `writer_at` (`due_step`),
         // one of the two sides sees the other's store, so no due step is missed.
         self.writer_at.fetch_max(end, Ordering::SeqCst);
@@ -153,7 +184,9 @@ impl Allocator {
     /// Registers requests for the files at `offset` and `offset + size` and waits for the first.
     pub(crate) fn take(&self, offset: u64, size: u64) -> Result<Taken> {
         let key = (Reverse(size), offset);
-        self.writer_at.fetch_max(offset, Ordering::AcqRel);
+        if !self.staged_writer {
+            self.writer_at.fetch_max(offset, Ordering::AcqRel);
+        }
         let mut st = lock(&self.state);
         if st.closed {
             return Err(Error::Closed);
@@ -269,13 +302,31 @@ impl Allocator {
             let (from, size) = (p.file.from(), p.file.size());
             let to = (p.done + prefault_step(size)).min(size);
             let writer_at = self.writer_at.load(Ordering::Acquire);
-            if prefault_allowed(from, size as u64, writer_at) >= to as u64 {
+            if self.staged_writer && !self.mapped_seen.load(Ordering::SeqCst) {
+                // Wake on the first append stored into the mapping.
+                self.wake_at.store(0, Ordering::SeqCst);
+                if !self.mapped_seen.load(Ordering::SeqCst) {
+                    return None;
+                }
+                continue;
+            }
+            let allowed = if self.staged_writer {
+                prefault_allowed_staged(from, size as u64, writer_at)
+            } else {
+                prefault_allowed(from, size as u64, writer_at)
+            };
+            if allowed >= to as u64 {
                 let at = std::mem::replace(&mut p.done, to);
                 return Some(Work::Prefault(Arc::clone(&p.file), at, to - at));
             }
-            // The writer offset at which `to` is allowed (see `prefault_allowed`).
-            let need =
-                (from + to as u64).saturating_sub(size as u64 + size as u64 / PREFAULT_LEAD_DIV);
+            // The writer offset at which `to` is allowed (see `prefault_allowed` and
+            // `prefault_allowed_staged`).
+            let behind = if self.staged_writer {
+                size as u64 / PREFAULT_LEAD_DIV
+            } else {
+                size as u64 + size as u64 / PREFAULT_LEAD_DIV
+            };
+            let need = (from + to as u64).saturating_sub(behind);
             self.wake_at.store(need, Ordering::SeqCst);
             // The writer may have passed it before the store: check again.
             if self.writer_at.load(Ordering::SeqCst) < need {
@@ -358,13 +409,23 @@ mod tests {
     }
 
     fn allocator(dir: &Path, populate: bool) -> Arc<Allocator> {
+        allocator_for(dir, populate, false)
+    }
+
+    fn allocator_for(dir: &Path, populate: bool, staged_writer: bool) -> Arc<Allocator> {
         let opts = CreateOptions {
             sync: false,
             populate,
             warm: None,
             prealloc: None,
         };
-        Allocator::new(dir, opts, Signal::new(), Duration::from_secs(10))
+        Allocator::new(
+            dir,
+            opts,
+            Signal::new(),
+            Duration::from_secs(10),
+            staged_writer,
+        )
     }
 
     /// `take` on another thread while this one serves, as the allocate service does.
@@ -382,6 +443,43 @@ mod tests {
     }
 
     #[test]
+    fn a_staging_writer_prefaults_only_ahead_of_its_mapped_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = 16 * MIB; // steps of 4 MiB, lead 4 MiB
+        let alloc = allocator_for(dir.path(), true, true);
+        let first = take_served(&alloc, 0, s);
+        alloc.serve_pending();
+        // Nothing before an append into the mapping, not even the file taken.
+        assert_eq!(alloc.prefaulted(0), Some(0));
+        assert_eq!(alloc.prefaulted(s), Some(0));
+        // Staged (pwrite) appends move nothing and wake no one.
+        while alloc.signal().wait(Duration::ZERO) != Wake::Timeout {}
+        alloc.progress(12 * MIB, true);
+        assert_eq!(alloc.signal().wait(Duration::ZERO), Wake::Timeout);
+        alloc.serve_pending();
+        assert_eq!(alloc.prefaulted(0), Some(0));
+        // An append into the mapping: a lead of a quarter file past it, across the boundary.
+        alloc.progress(13 * MIB, false);
+        assert_eq!(alloc.signal().wait(Duration::ZERO), Wake::Notified);
+        alloc.serve_pending();
+        assert_eq!(
+            alloc.prefaulted(0),
+            None,
+            "file 0 complete (17 MiB allowed)"
+        );
+        assert_eq!(
+            alloc.prefaulted(s),
+            Some(0),
+            "1 MiB allowed: under one step"
+        );
+        alloc.progress(s + 2 * MIB, false);
+        alloc.serve_pending();
+        assert_eq!(alloc.prefaulted(s), Some(4 << 20));
+        drop(first);
+        alloc.close().unwrap();
+    }
+
+    #[test]
     fn the_next_file_is_prefaulted_as_the_writer_advances() {
         let dir = tempfile::tempdir().unwrap();
         let s = 16 * MIB; // steps of 4 MiB, lead 4 MiB
@@ -393,17 +491,17 @@ mod tests {
         assert_eq!(alloc.prefaulted(s), Some(4 << 20));
         // Below the next step's offset the writer does not wake the service.
         while alloc.signal().wait(Duration::ZERO) != Wake::Timeout {}
-        alloc.progress(MIB);
+        alloc.progress(MIB, false);
         assert_eq!(alloc.signal().wait(Duration::ZERO), Wake::Timeout);
         alloc.serve_pending();
         assert_eq!(alloc.prefaulted(s), Some(4 << 20));
         // Past it, it does, and one step more is pre-faulted.
-        alloc.progress(5 * MIB);
+        alloc.progress(5 * MIB, false);
         assert_eq!(alloc.signal().wait(Duration::ZERO), Wake::Notified);
         alloc.serve_pending();
         assert_eq!(alloc.prefaulted(s), Some(8 << 20));
         // The writer at the end of its file: the next one is complete.
-        alloc.progress(s);
+        alloc.progress(s, false);
         alloc.serve_pending();
         assert_eq!(alloc.prefaulted(s), None);
         drop(first);
@@ -426,7 +524,7 @@ mod tests {
         alloc.serve_pending();
         assert_eq!(alloc.prefaulted(s), Some(4 << 20));
         alloc.begin_close();
-        alloc.progress(s);
+        alloc.progress(s, false);
         assert_eq!(alloc.serve_pending(), 0);
         assert_eq!(alloc.prefaulted(s), None);
         alloc.close().unwrap();
