@@ -217,23 +217,6 @@ impl MmapRegion {
         Ok(())
     }
 
-    /// Maps the pages of `[offset, offset + len)` that are in the page cache into this mapping
-    /// for reading (`MADV_POPULATE_READ`), so that readers of bytes written with `pwrite` do not
-    /// each take a minor fault. Advice only: a kernel without it (`EINVAL`) is not an error, and
-    /// it never touches a byte.
-    pub(crate) fn populate_read_range(&self, offset: usize, len: usize) -> io::Result<()> {
-        if !self.in_bounds(offset, len) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "populate range out of bounds",
-            ));
-        }
-        match self.raw.advise_range(Advice::PopulateRead, offset, len) {
-            Err(e) if e.raw_os_error() == Some(22) => Ok(()),
-            other => other,
-        }
-    }
-
     /// `madvise(MADV_WILLNEED)` over the whole mapping.
     pub(crate) fn advise_willneed(&self) -> io::Result<()> {
         self.raw.advise(Advice::WillNeed)
