@@ -2,8 +2,9 @@
 
 For each round, a fresh store per mode with `rocketstore bench`'s shape and options, filled
 with `put_batch` (the bench's `_put_batch`: CPU of the whole window until dispatched), then
-read back with `get_message` and `get_message_arrow` (minor page faults per message beside
-the CPU: records written with `pwrite` are mapped into the reader on first touch); with
+read back with `get_message`, `get_message_arrow` and `query_message` (minor page faults per
+message beside the CPU: records written with `pwrite` are mapped into the reader on first
+touch); with
 `--put`, the one-call-per-message `put` row instead.
 
     .venv/bin/python benches/pwrite_probe.py 100 4
@@ -78,6 +79,8 @@ def main() -> None:
                     f1 = _minflt()
                     ga = b._get_message_arrow(store, data, opts)
                     f2 = _minflt()
+                    q = b._query(store, data, opts)
+                    f3 = _minflt()
                     store.close()
                     print(
                         f"{args.size} B pwrite={pw}: put_batch {fig.msgs_per_s / 1e6:.2f} M/s "
@@ -85,7 +88,9 @@ def main() -> None:
                         f"{g.cpu_ns_per_msg:.0f} ns, {(f1 - f0) / max(g.messages, 1):.3f} "
                         f"minflt/msg | get_message_arrow {ga.msgs_per_s / 1e6:.2f} M/s "
                         f"{ga.cpu_ns_per_msg:.0f} ns, {(f2 - f1) / max(ga.messages, 1):.3f} "
-                        "minflt/msg",
+                        f"minflt/msg | query_message {q.msgs_per_s / 1e3:.0f} k/s "
+                        f"{q.cpu_ns_per_msg:.0f} ns, "
+                        f"{(f3 - f2) / max(q.messages, 1):.3f} minflt/msg",
                         flush=True,
                     )
                 shutil.rmtree(d, ignore_errors=True)
