@@ -49,17 +49,7 @@ pub struct Failure(pub String);
 
 impl Failure {
     fn of(e: &(dyn StdError + 'static)) -> Self {
-        let mut msg = e.to_string();
-        let mut source = e.source();
-        while let Some(s) = source {
-            let text = s.to_string();
-            if !text.is_empty() && !msg.contains(&text) {
-                msg.push_str(": ");
-                msg.push_str(&text);
-            }
-            source = s.source();
-        }
-        Failure(msg)
+        Failure(rocketstore::message_with_sources(e))
     }
 }
 

@@ -6,7 +6,6 @@
 //!
 //! [`map_error`] is the only place that decides which exception an engine error becomes.
 
-use std::error::Error as StdError;
 use std::fmt::Display;
 use std::path::Path;
 
@@ -81,22 +80,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// `Display` of an error followed by every `source()` in its chain that the text does not
-/// already contain (delta-rs `DisplaySourceChain`).
-pub(crate) fn message_with_sources(e: &(dyn StdError + 'static)) -> String {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !text.is_empty() && !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        source = s.source();
-    }
-    msg
-}
-
 fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
@@ -156,7 +139,7 @@ pub(crate) fn map_arrow_error(py: Python<'_>, e: &rocketstore_arrow::Error) -> P
 ///
 /// The message is the error's `Display` plus its source chain.
 pub(crate) fn map_error(py: Python<'_>, e: &Error) -> PyErr {
-    let msg = message_with_sources(e);
+    let msg = rocketstore::message_with_sources(e);
     match e {
         Error::Io { op, path, source } => {
             let errno = source

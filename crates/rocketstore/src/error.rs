@@ -207,3 +207,25 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 fn in_message(index: &Option<usize>) -> String {
     index.map_or_else(String::new, |i| format!(" (message {i})"))
 }
+
+/// `Display` of an error followed by every `source()` in its chain that the text does not
+/// already contain (delta-rs `DisplaySourceChain`): the message the bindings (Python
+/// exceptions, Java exceptions) show.
+///
+/// ```
+/// let e = rocketstore::Error::Closed;
+/// assert_eq!(rocketstore::message_with_sources(&e), e.to_string());
+/// ```
+pub fn message_with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !text.is_empty() && !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        source = s.source();
+    }
+    msg
+}

@@ -56,7 +56,7 @@ pub use checkpoint::{ABORT_FILE, CHECKPOINT_FILE};
 pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode, StoreConfig};
 pub use dispatch::Subscription;
 pub use dispatch::UndispatchableTopic;
-pub use error::{CorruptionKind, Error, Result};
+pub use error::{message_with_sources, CorruptionKind, Error, Result};
 pub use message::{
     GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,
     TransactionType,
