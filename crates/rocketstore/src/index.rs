@@ -147,24 +147,9 @@ impl IndexBatch<'_> {
     /// # Errors
     /// I/O errors creating a file (nothing of the failed key is published).
     pub(crate) fn build(&mut self, req: &IndexRequest<'_>) -> Result<()> {
-        self.put_staged()?;
-        let Admit::Put(redo) = self.admit(req.phy_offset, req.sys_flag)? else {
-            return Ok(());
-        };
-        if req.uniq_key.is_none() && req.keys.is_none() {
-            return Ok(());
-        }
-        let prefix = self.prefixes.hash(req.topic);
-        let (phy, ts) = (req.phy_offset, req.store_timestamp);
-        if let Some(uniq) = req.uniq_key {
-            self.put_key(index_key_hash_after(prefix, uniq), phy, ts, redo.as_deref())?;
-        }
-        if let Some(keys) = req.keys {
-            for key in rocketstore_format::keys::index_tokens(keys) {
-                self.put_key(index_key_hash_after(prefix, key), phy, ts, redo.as_deref())?;
-            }
-        }
-        Ok(())
+        // The staged path's admission and hashing, with the keys put at once.
+        self.stage(req)?;
+        self.put_staged()
     }
 
     /// [`IndexBatch::build`] one record later, for a dispatcher handing over records in a row:
