@@ -13,7 +13,8 @@
 //!   each `put_batch` bench, ~768 MiB of `put_batch` on a fresh store until dispatched, with
 //!   msg/s and whole-process CPU nanoseconds per message (all threads). With
 //!   `ROCKETSTORE_BENCH_WARM_MB=n`, n MiB are written first, untimed;
-//!   `ROCKETSTORE_BENCH_TRANSIENT=1` enables the transient store pool.
+//!   `ROCKETSTORE_BENCH_TRANSIENT=1` enables the transient store pool; `ROCKETSTORE_BENCH_SIZES=4096`
+//!   runs only the listed body sizes (these passes run whatever criterion's filter says).
 //! * `append_async/put_batch_py_shape/<size> cpu`: the same measure on the messages and store
 //!   of `rocketstore bench`'s Python `put_batch` row (`python/rocketstore/_bench.py`: 4 topics x
 //!   8 queues, 3 tags, a distinct key `k-<i>` per message, a body starting with the row number,
@@ -30,8 +31,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rocketstore::{FlushDiskType, PutMessage, PutStatus, Store, StoreConfig};
 use rocketstore_benches::{
-    bench_config, bench_root, body, messages, report, wait_dispatched, CpuMeter, Latencies,
-    BODY_SIZES, FILE_SIZE,
+    bench_config, bench_root, body, body_sizes, messages, report, wait_dispatched, CpuMeter,
+    Latencies, FILE_SIZE,
 };
 
 const BATCH: usize = 4096;
@@ -109,7 +110,7 @@ impl Drop for Fresh {
 
 fn append_async(c: &mut Criterion) {
     let mut g = c.benchmark_group("append_async");
-    for size in BODY_SIZES {
+    for size in body_sizes() {
         let body = body(size);
         let msgs = messages("BenchTopic", &body, BATCH);
         let mut fresh = Fresh::new("append", bench_config(FILE_SIZE));

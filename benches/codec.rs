@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rocketstore::StoredMessage;
-use rocketstore_benches::{body, BODY_SIZES};
+use rocketstore_benches::{body, body_sizes};
 use rocketstore_format::{
     crc32_masked, decode_record, encode_properties, encode_record, prop_crc, record_len,
     DecodeOptions, Decoded, MessageVersion, RecordHeader,
@@ -52,7 +52,7 @@ fn codec(c: &mut Criterion) {
     let props = props();
     let v = MessageVersion::for_topic(topic.len());
     let mut g = c.benchmark_group("codec");
-    for size in BODY_SIZES {
+    for size in body_sizes() {
         let body = body(size);
         let len = record_len(false, false, v, body.len(), topic.len(), props.len());
         let mut buf = vec![0u8; len];

@@ -32,6 +32,23 @@ pub const FILE_SIZE: u64 = 128 * 1024 * 1024;
 /// Body sizes of the append and codec benches.
 pub const BODY_SIZES: [usize; 3] = [100, 1024, 4096];
 
+/// Environment variable restricting the append and codec benches to some of [`BODY_SIZES`]
+/// (comma-separated, e.g. `4096`): their CPU passes run outside criterion's name filter.
+pub const SIZES_ENV: &str = "ROCKETSTORE_BENCH_SIZES";
+
+/// [`BODY_SIZES`], or those listed in `$ROCKETSTORE_BENCH_SIZES`.
+pub fn body_sizes() -> Vec<usize> {
+    let only: Vec<usize> = std::env::var(SIZES_ENV)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    BODY_SIZES
+        .into_iter()
+        .filter(|s| only.is_empty() || only.contains(s))
+        .collect()
+}
+
 /// A fresh temporary directory under `$ROCKETSTORE_BENCH_DIR` (or the system temp dir).
 pub fn bench_root(name: &str) -> tempfile::TempDir {
     let prefix = format!("rocketstore-bench-{name}-");

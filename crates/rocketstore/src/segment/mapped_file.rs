@@ -630,13 +630,34 @@ pub(crate) struct FileWriter {
     direct: bool,
 }
 
-/// Bytes `[from, from + buf.len())` of the file, encoded but not yet written into it.
+/// Bytes `[from, from + used)` of the file, encoded in `buf[..used]` but not yet written into
+/// it. `buf` keeps its length (zero-filled once, then reused) so staging a record costs no
+/// `memset`: the record encoder writes every byte of the range it is given.
 #[derive(Debug, Default)]
 struct Stage {
     from: usize,
+    used: usize,
     buf: Vec<u8>,
     /// A `pwrite` failed: nothing staged is written or published any more.
     broken: bool,
+}
+
+impl Stage {
+    fn is_empty(&self) -> bool {
+        self.used == 0
+    }
+
+    /// `len` more bytes at the end of the staged range, growing `buf` if it is too short (a
+    /// record larger than [`STAGE_BYTES`]).
+    fn take(&mut self, len: usize) -> &mut [u8] {
+        let start = self.used;
+        let end = start + len;
+        if self.buf.len() < end {
+            self.buf.resize(end.max(STAGE_BYTES), 0);
+        }
+        self.used = end;
+        &mut self.buf[start..end]
+    }
 }
 
 /// Staged bytes are written out once they reach this size (and before every publish): small
@@ -651,6 +672,8 @@ impl FileWriter {
     }
 
     /// Encodes `len` bytes at `pos` (at or above `wrote`) with `f`, without publishing them.
+    /// `f` must write all `len` bytes: staged, it is handed a reused buffer that still holds
+    /// earlier records' bytes.
     #[inline]
     pub(crate) fn write_with<R>(
         &mut self,
@@ -672,19 +695,15 @@ impl FileWriter {
             // Whatever is staged goes first, so the file is written in order.
             self.write_out()?;
         } else if let Some(stage) = self.stage.as_ref() {
-            let end = stage.from + stage.buf.len();
-            if !stage.buf.is_empty() && (pos != end || stage.buf.len() + len > STAGE_BYTES) {
+            let end = stage.from + stage.used;
+            if !stage.is_empty() && (pos != end || stage.used + len > STAGE_BYTES) {
                 self.write_out()?;
             }
             if let Some(stage) = self.stage.as_mut() {
-                if stage.buf.is_empty() {
+                if stage.is_empty() {
                     stage.from = pos;
                 }
-                // Zero-filled like the fallocated file's pages, so bytes an encoder skips are
-                // the same either way.
-                let old = stage.buf.len();
-                stage.buf.resize(old + len, 0);
-                return Ok(f(&mut stage.buf[old..]));
+                return Ok(f(stage.take(len)));
             }
         }
         self.target
@@ -727,12 +746,12 @@ impl FileWriter {
                 std::io::Error::other("an earlier write of staged records failed"),
             ));
         }
-        if stage.buf.is_empty() {
+        if stage.is_empty() {
             return Ok(());
         }
         match write_staged(&mut self.target, &self.file, stage) {
             Ok(()) => {
-                stage.buf.clear();
+                stage.used = 0;
                 Ok(())
             }
             Err(e) => {
@@ -782,7 +801,7 @@ impl FileWriter {
     pub(crate) fn publish(&mut self, pos: usize) {
         // Staged bytes are not in the file yet: never published (see `write_out`).
         let pos = match &self.stage {
-            Some(stage) if !stage.buf.is_empty() || stage.broken => pos.min(stage.from),
+            Some(stage) if !stage.is_empty() || stage.broken => pos.min(stage.from),
             _ => pos,
         };
         // The target's watermark first: a reader that sees `wrote` can read below it.
@@ -799,7 +818,7 @@ fn write_staged(target: &mut AppendWriter, file: &MappedFile, stage: &Stage) -> 
         "pwrite", &file.path, arg
     )));
     target
-        .write_file(&file.file, stage.from, &stage.buf)
+        .write_file(&file.file, stage.from, &stage.buf[..stage.used])
         .ok_or_else(|| Error::ReadOnly {
             path: file.path.clone(),
         })?
