@@ -503,6 +503,109 @@ fn extend_short(data: &mut Vec<u8>, raw: &[u8], range: (usize, usize)) {
     }
 }
 
+/// Pairs a [`Shape`] holds at most.
+const SHAPE_PAIRS: usize = 8;
+
+/// Bytes of the names of a [`Shape`] at most (its key column bytes for one record).
+const SHAPE_NAME_BYTES: usize = 64;
+
+const NAME_VALUE: u8 = rocketstore::format::NAME_VALUE_SEPARATOR;
+
+/// The property names of one record, in order, as the general split found them (distinct,
+/// non-empty, without separators): the records of one producer usually repeat them, so the
+/// next record is first matched against them ([`MessageColumns::push_shaped`]).
+#[derive(Debug, Clone)]
+struct Shape {
+    /// The names, concatenated (what the `properties` key column holds for one record).
+    names: Vec<u8>,
+    /// `names` in a fixed block (appended whole, then cut to the names' length).
+    block: [u8; SHAPE_NAME_BYTES],
+    /// Where each name ends in `names`.
+    ends: Vec<usize>,
+    /// Per name of at most 8 bytes: its bytes (and the `\x01` after it if shorter) as a
+    /// little-endian word and the mask of those bytes, to compare with a record's next 8 bytes
+    /// in one step; `(0, 0)` for a longer name.
+    words: Vec<(u64, u64)>,
+    /// The pairs holding `TAGS`, `KEYS` and `UNIQ_KEY`.
+    tags: Option<usize>,
+    keys: Option<usize>,
+    uniq: Option<usize>,
+}
+
+impl Shape {
+    /// The shape of `pairs`, split out of `raw` by [`split_ascii_properties`]; `None` for
+    /// none or more than [`SHAPE_PAIRS`] pairs or [`SHAPE_NAME_BYTES`] name bytes.
+    fn of(raw: &[u8], pairs: &[PairAt]) -> Option<Shape> {
+        if pairs.is_empty() || pairs.len() > SHAPE_PAIRS {
+            return None;
+        }
+        let mut shape = Shape {
+            names: Vec::new(),
+            block: [0; SHAPE_NAME_BYTES],
+            ends: Vec::with_capacity(pairs.len()),
+            words: Vec::with_capacity(pairs.len()),
+            tags: None,
+            keys: None,
+            uniq: None,
+        };
+        for (i, p) in pairs.iter().enumerate() {
+            let name = raw.get(p.name.0..p.name.1)?;
+            match name {
+                n if n == TAGS_NAME => shape.tags = Some(i),
+                n if n == KEYS_NAME => shape.keys = Some(i),
+                n if n == UNIQ_KEY_NAME => shape.uniq = Some(i),
+                _ => {}
+            }
+            shape.names.extend_from_slice(name);
+            shape.ends.push(shape.names.len());
+            let mut bytes = [0u8; 8];
+            let with_separator = name.iter().chain([&NAME_VALUE]);
+            let mut len = 0;
+            for (b, &v) in bytes.iter_mut().zip(with_separator) {
+                *b = v;
+                len += 1;
+            }
+            shape.words.push(if name.len() <= 8 {
+                let mask = u64::MAX.checked_shr(64 - 8 * len).unwrap_or(u64::MAX);
+                (u64::from_le_bytes(bytes) & mask, mask)
+            } else {
+                (0, 0)
+            });
+        }
+        shape
+            .block
+            .get_mut(..shape.names.len())?
+            .copy_from_slice(&shape.names);
+        Some(shape)
+    }
+}
+
+/// The position of the first property separator (`\x02`) in `raw` at or after `from`, or
+/// `raw.len()`; eight bytes at a time.
+#[inline]
+fn find_property_separator(raw: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const SEP: u64 = ONES * rocketstore::format::PROPERTY_SEPARATOR as u64;
+    let mut pos = from;
+    while let Some(word) = raw
+        .get(pos..pos + 8)
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+    {
+        let x = u64::from_le_bytes(word) ^ SEP;
+        // The lowest flagged byte is a zero of `x` (a borrow only flags bytes above a true one).
+        let zero = x.wrapping_sub(ONES) & !x & HIGH;
+        if zero != 0 {
+            return pos + (zero.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    raw.iter()
+        .skip(pos)
+        .position(|&b| b == rocketstore::format::PROPERTY_SEPARATOR)
+        .map_or(raw.len(), |i| pos + i)
+}
+
 /// How much of a batch is taken: rows, stored bytes and the string-column budget. The same
 /// rule admits records when the batch is built and when a first pass plans how to split it
 /// between threads ([`build`]), so both agree on where the batch ends.
@@ -600,6 +703,8 @@ pub struct MessageColumns {
     max_bytes: usize,
     scratch: Vec<(&'static str, &'static str)>,
     pairs: Vec<PairAt>,
+    /// The property names of the last record split the general way (see [`Shape`]).
+    shape: Option<Shape>,
     /// Rows this value may hold (capacity planning).
     rows: usize,
     /// Stored bytes this value may hold (capacity planning).
@@ -694,6 +799,7 @@ impl MessageColumns {
             max_bytes,
             scratch: Vec::new(),
             pairs: Vec::new(),
+            shape: None,
             rows,
             plan_bytes,
             count: 0,
@@ -814,8 +920,12 @@ impl MessageColumns {
 
     fn push_properties(&mut self, raw: &[u8]) {
         use rocketstore::format::property::{KEYS, TAGS, UNIQ_KEY};
+        if self.push_shaped(raw) {
+            return;
+        }
         let mut pairs = std::mem::take(&mut self.pairs);
         if split_ascii_properties(raw, &mut pairs) {
+            self.shape = Shape::of(raw, &pairs);
             // The common case: no UTF-8 check per property (the columns' bytes are checked
             // once, when the batch is built).
             let (mut tags, mut keys, mut uniq) = (None, None, None);
@@ -885,6 +995,74 @@ impl MessageColumns {
         self.scratch = recycle(pairs);
     }
 
+    /// Appends the properties columns of `raw` if it holds exactly the names of [`Shape`]
+    /// (the last record's, in the same order, each once, every value non-empty) and is ASCII:
+    /// then the general split would find these pairs, in this order, so the names are copied
+    /// as one block and only the values are looked for. Returns `false` (appending nothing)
+    /// otherwise.
+    #[inline]
+    fn push_shaped(&mut self, raw: &[u8]) -> bool {
+        let Some(shape) = &self.shape else {
+            return false;
+        };
+        let mut values = [(0usize, 0usize); SHAPE_PAIRS];
+        let mut pos = 0usize;
+        let mut start = 0usize;
+        for ((slot, &end), &(word, mask)) in values.iter_mut().zip(&shape.ends).zip(&shape.words) {
+            let name = shape.names.get(start..end).unwrap_or_default();
+            start = end;
+            let at = pos + name.len();
+            let head = raw
+                .get(pos..pos + 8)
+                .and_then(|w| <[u8; 8]>::try_from(w).ok());
+            let same = match head {
+                Some(w) if mask != 0 => u64::from_le_bytes(w) & mask == word,
+                _ => raw.get(pos..at) == Some(name),
+            };
+            if !same || raw.get(at) != Some(&NAME_VALUE) {
+                return false;
+            }
+            let value_end = find_property_separator(raw, at + 1);
+            if value_end == at + 1 {
+                return false; // an empty value: the general split drops the pair
+            }
+            *slot = (at + 1, value_end);
+            pos = value_end + 1;
+        }
+        // Nothing after the last pair but its separator, and no byte above 127.
+        if pos < raw.len() || !raw.is_ascii() {
+            return false;
+        }
+        let n = shape.ends.len();
+        let base = self.prop_keys.data.len();
+        self.prop_keys.data.extend_from_slice(&shape.block);
+        self.prop_keys.data.truncate(base + shape.names.len());
+        let base = offset_i32(base);
+        self.prop_keys
+            .offsets
+            .extend(shape.ends.iter().map(|&e| base + offset_i32(e)));
+        for &range in values.get(..n).unwrap_or_default() {
+            extend_short(&mut self.prop_values.data, raw, range);
+            self.prop_values.close_value();
+        }
+        let value = |i: Option<usize>| i.and_then(|i| values.get(i).copied());
+        for (col, range) in [
+            (&mut self.tags, value(shape.tags)),
+            (&mut self.keys, value(shape.keys)),
+            (&mut self.uniq_key, value(shape.uniq)),
+        ] {
+            match range {
+                Some(range) => {
+                    extend_short(&mut col.data, raw, range);
+                    col.close_value();
+                }
+                None => col.push_opt(None),
+            }
+        }
+        self.prop_offsets.push(offset_i32(self.prop_keys.len()));
+        true
+    }
+
     /// Columns with no buffers at all, building `part` (filled by [`MessageColumns::split_properties`]).
     fn hollow(part: Part, body_with_properties: bool) -> Self {
         let host = || HostCol {
@@ -919,6 +1097,7 @@ impl MessageColumns {
             max_bytes: 0,
             scratch: Vec::new(),
             pairs: Vec::new(),
+            shape: None,
             rows: 0,
             plan_bytes: 0,
             count: 0,
@@ -1783,6 +1962,173 @@ mod tests {
                 .map(|&(k, v)| (k.to_owned(), v.to_owned()))
                 .collect();
             assert_eq!(split(&raw), expected, "{raw:?}");
+        }
+    }
+
+    /// The properties columns of `blobs` pushed one after another (the shape path for every
+    /// blob after one of the same names), as (pairs, tags, keys, uniq_key) per row.
+    #[allow(clippy::type_complexity)]
+    fn pushed_properties(
+        blobs: &[Vec<u8>],
+    ) -> Vec<(
+        Vec<(String, String)>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    )> {
+        let mut cols = MessageColumns::new(blobs.len(), 1 << 20);
+        for raw in blobs {
+            cols.push_properties(raw);
+        }
+        let text = |c: &Utf8Col, i: usize| {
+            let (a, b) = (c.offsets[i] as usize, c.offsets[i + 1] as usize);
+            String::from_utf8_lossy(&c.data[a..b]).into_owned()
+        };
+        let opt = |c: &Utf8Col, i: usize| c.is_valid(i).then(|| text(c, i));
+        (0..blobs.len())
+            .map(|row| {
+                let (a, b) = (
+                    cols.prop_offsets[row] as usize,
+                    cols.prop_offsets[row + 1] as usize,
+                );
+                let pairs = (a..b)
+                    .map(|e| (text(&cols.prop_keys, e), text(&cols.prop_values, e)))
+                    .collect();
+                (
+                    pairs,
+                    opt(&cols.tags, row),
+                    opt(&cols.keys, row),
+                    opt(&cols.uniq_key, row),
+                )
+            })
+            .collect()
+    }
+
+    /// What the general parser makes of `raw`, in the form of [`pushed_properties`].
+    #[allow(clippy::type_complexity)]
+    fn parsed_properties(
+        raw: &[u8],
+    ) -> (
+        Vec<(String, String)>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ) {
+        let props = parse_properties(raw);
+        let pairs: Vec<(String, String)> = props
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let get = |n: &str| props.get(n).map(str::to_owned);
+        (pairs, get("TAGS"), get("KEYS"), get("UNIQ_KEY"))
+    }
+
+    #[test]
+    fn shaped_properties_match_the_general_parser() {
+        let std = |uniq: &str, tags: &str, keys: &str, crc: &str| {
+            format!(
+                "UNIQ_KEY\x01{uniq}\x02TAGS\x01{tags}\x02KEYS\x01{keys}\x02__CRC32#\x01{crc}\x02"
+            )
+            .into_bytes()
+        };
+        let mut blobs: Vec<Vec<u8>> = vec![
+            std(
+                "7F0000014468856F92F885DAAB7940AE",
+                "TagA",
+                "k-0",
+                "1538316621",
+            ),
+            std(
+                "7F0000014468856F92F885DAAB7940AF",
+                "TagB",
+                "k-123456789 k2",
+                "1",
+            ),
+            // The same names without the last separator.
+            b"UNIQ_KEY\x01u\x02TAGS\x01t\x02KEYS\x01k\x02__CRC32#\x01c".to_vec(),
+            // An empty value: the pair is dropped.
+            b"UNIQ_KEY\x01u\x02TAGS\x01\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            // A repeated name after the known ones.
+            b"UNIQ_KEY\x01u\x02TAGS\x01t\x02KEYS\x01k\x02__CRC32#\x01c\x02TAGS\x01z\x02".to_vec(),
+            // Values holding the name separator, an empty segment, other orders and names.
+            b"UNIQ_KEY\x01u\x01v\x02TAGS\x01t\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            b"UNIQ_KEY\x01u\x02TAGS\x01t\x02\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            b"TAGS\x01t\x02UNIQ_KEY\x01u\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            b"UNIQ_KEY\x01u\x02TAGS\x01t\x02KEYS\x01k\x02".to_vec(),
+            b"UNIQ_KEY\x01u\x02TAGS\x01t\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            "UNIQ_KEY\x01u\x02TAGS\x01t\x02KEYS\x01k-ü\x02__CRC32#\x01c\x02"
+                .as_bytes()
+                .to_vec(),
+            b"UNIQ_KEY\x01u\x02TAGS\x01t\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            b"UNIQ_KEY\x01u\x02TAGX\x01t\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            b"\x02UNIQ_KEY\x01u\x02TAGS\x01t\x02KEYS\x01k\x02__CRC32#\x01c\x02".to_vec(),
+            b"UNIQ_KEY\x01u".to_vec(),
+            b"UNIQ_KEY\x01".to_vec(),
+            b"".to_vec(),
+            b"UNIQ_KEY\x01u".to_vec(),
+            // Long values (past one 8-byte word, past the 32-byte block).
+            std(
+                &"U".repeat(70),
+                &"T".repeat(33),
+                &"K".repeat(17),
+                &"9".repeat(9),
+            ),
+            std(
+                &"U".repeat(70),
+                &"T".repeat(33),
+                &"K".repeat(17),
+                &"9".repeat(9),
+            ),
+        ];
+        // Random blobs over the four names and separators, each repeated once (the second
+        // push of a blob goes through its shape if it has one).
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let parts: [&[u8]; 8] = [
+            b"TAGS",
+            b"KEYS",
+            b"UNIQ_KEY",
+            b"a",
+            b"\x01",
+            b"\x02",
+            b"\x01\x01",
+            b"v",
+        ];
+        for _ in 0..5_000 {
+            let raw: Vec<u8> = (0..next(16))
+                .flat_map(|_| parts[next(parts.len() as u64) as usize].to_vec())
+                .collect();
+            blobs.push(raw.clone());
+            blobs.push(raw);
+        }
+        let got = pushed_properties(&blobs);
+        for (raw, got) in blobs.iter().zip(got) {
+            assert_eq!(got, parsed_properties(raw), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn property_separators_are_found_in_every_position() {
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut raw = vec![b'x'; len];
+                if let Some(b) = raw.get_mut(at) {
+                    *b = 2;
+                }
+                for from in 0..=len {
+                    let expected = (from..len).find(|&i| raw[i] == 2).unwrap_or(len);
+                    assert_eq!(
+                        find_property_separator(&raw, from),
+                        expected,
+                        "{len} {at} {from}"
+                    );
+                }
+            }
         }
     }
 

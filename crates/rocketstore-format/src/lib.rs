@@ -120,7 +120,7 @@ pub use index::{IndexEntry, IndexHeader};
 pub use msgid::{decode_offset_msg_id, offset_msg_id, uniq_key, OffsetMsgIds, UniqKeyPrefix};
 pub use properties::{
     encode_properties, encoded_properties_len, parse_properties, parse_properties_into,
-    property_value, validate_property, Properties,
+    property_value, property_values, validate_property, Properties,
 };
 pub use record::{
     body_and_properties, decode_record, encode_blank, encode_record, encode_record_to_vec,

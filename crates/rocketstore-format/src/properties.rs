@@ -238,18 +238,78 @@ pub fn parse_properties_into<'a>(bytes: &'a [u8], out: &mut Vec<(&'a str, &'a st
 /// last non-empty value of a pair named `name`, as raw bytes (callers decode it; on valid
 /// UTF-8 properties it is the same text).
 pub fn property_value<'a>(bytes: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    let mut found = None;
-    for segment in bytes.split(|&b| b == PROPERTY_SEPARATOR) {
-        let Some(sep) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
-            continue;
-        };
-        let (n, rest) = segment.split_at(sep);
-        let value = rest.get(1..).unwrap_or_default();
-        if !n.is_empty() && !value.is_empty() && n == name.as_bytes() {
-            found = Some(value);
+    let [value] = property_values(bytes, [name]);
+    value
+}
+
+/// [`property_value`] of several names, in one pass over the properties string.
+pub fn property_values<'a, const N: usize>(
+    bytes: &'a [u8],
+    names: [&str; N],
+) -> [Option<&'a [u8]>; N] {
+    let mut found = [None; N];
+    // A name holding a separator (or empty) is never a pair's name.
+    let usable = names.map(|n| {
+        !n.is_empty()
+            && !n
+                .bytes()
+                .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+    });
+    for segment in segments(bytes) {
+        for ((slot, name), usable) in found.iter_mut().zip(names).zip(usable) {
+            // The pair's name runs to the segment's first `\x01`: `name` (which holds none)
+            // is that name exactly when the segment starts with it and a `\x01` right after.
+            let n = name.len();
+            if usable
+                && segment.get(n) == Some(&NAME_VALUE_SEPARATOR)
+                && segment.get(..n) == Some(name.as_bytes())
+            {
+                let value = segment.get(n + 1..).unwrap_or_default();
+                if !value.is_empty() {
+                    *slot = Some(value);
+                }
+            }
         }
     }
     found
+}
+
+/// The segments of a properties string between its `\x02` separators, like
+/// `bytes.split(|&b| b == PROPERTY_SEPARATOR)` (one empty segment for empty bytes, one after
+/// a final separator), with the separators found eight bytes at a time.
+fn segments(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut from = Some(0usize);
+    std::iter::from_fn(move || {
+        let start = from?;
+        let end = next_property_separator(bytes, start);
+        from = (end < bytes.len()).then_some(end + 1);
+        Some(bytes.get(start..end).unwrap_or_default())
+    })
+}
+
+/// The position of the first `\x02` in `bytes` at or after `from`, or `bytes.len()`.
+fn next_property_separator(bytes: &[u8], from: usize) -> usize {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const SEP: u64 = 0x0101_0101_0101_0101 * PROPERTY_SEPARATOR as u64;
+    let mut pos = from;
+    while let Some(word) = bytes
+        .get(pos..pos + 8)
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+    {
+        // Big-endian: the first byte is the most significant. A byte of `x` is zero where the
+        // word holds a separator; `zero` flags exactly those bytes (no carry crosses a byte).
+        let x = u64::from_be_bytes(word) ^ SEP;
+        let zero = !(((x & LOW7) + LOW7) | x | LOW7);
+        if zero != 0 {
+            return pos + (zero.leading_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    bytes
+        .iter()
+        .skip(pos)
+        .position(|&b| b == PROPERTY_SEPARATOR)
+        .map_or(bytes.len(), |i| pos + i)
 }
 
 /// The iteration order of a `java.util.HashMap` created with `new HashMap<>(capacity)` into which
@@ -296,6 +356,80 @@ pub fn java_hashmap_order(keys: &[&str], capacity: usize) -> Vec<usize> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
     use super::*;
+
+    /// `property_value` as it was first written: a byte-wise split, a search per segment.
+    fn property_value_reference<'a>(bytes: &'a [u8], name: &str) -> Option<&'a [u8]> {
+        let mut found = None;
+        for segment in bytes.split(|&b| b == PROPERTY_SEPARATOR) {
+            let Some(sep) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
+                continue;
+            };
+            let (n, rest) = segment.split_at(sep);
+            let value = rest.get(1..).unwrap_or_default();
+            if !n.is_empty() && !value.is_empty() && n == name.as_bytes() {
+                found = Some(value);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn separators_are_found_in_every_position() {
+        for len in 0..40 {
+            for at in 0..=len {
+                for other in [0u8, 1, 3, 0x82, 0xff] {
+                    let mut raw = vec![other; len];
+                    if let Some(b) = raw.get_mut(at) {
+                        *b = PROPERTY_SEPARATOR;
+                    }
+                    for from in 0..=len {
+                        let expected = (from..len)
+                            .find(|&i| raw[i] == PROPERTY_SEPARATOR)
+                            .unwrap_or(len);
+                        assert_eq!(next_property_separator(&raw, from), expected);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn property_values_match_the_bytewise_search() {
+        let names = ["TAGS", "KEYS", "UNIQ_KEY", "a", "", "a\x01b", "b\x02", "aa"];
+        let parts: [&[u8]; 9] = [
+            b"TAGS",
+            b"KEYS",
+            b"UNIQ_KEY",
+            b"a",
+            b"\x01",
+            b"\x02",
+            b"b",
+            b"0123456789",
+            b"\xff",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..20_000 {
+            let raw: Vec<u8> = (0..next(20))
+                .flat_map(|_| parts[next(parts.len() as u64) as usize].to_vec())
+                .collect();
+            for name in names {
+                assert_eq!(
+                    property_value(&raw, name),
+                    property_value_reference(&raw, name),
+                    "{raw:?} {name:?}"
+                );
+            }
+            let [tags, uniq] = property_values(&raw, ["TAGS", "UNIQ_KEY"]);
+            assert_eq!(tags, property_value_reference(&raw, "TAGS"));
+            assert_eq!(uniq, property_value_reference(&raw, "UNIQ_KEY"));
+        }
+    }
 
     #[test]
     fn borrowed_parsing_agrees_with_the_owned_parser() {

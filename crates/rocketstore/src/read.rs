@@ -2,12 +2,12 @@
 //! `getOffsetInQueueByTime`, ...), as functions over the store's components.
 
 use rocketstore_format::{
-    decode_record, property, property_value, DecodeOptions, Decoded, RecordView,
+    decode_record, property, property_value, property_values, DecodeOptions, Decoded, RecordView,
 };
 
 use std::sync::Arc;
 
-use crate::commitlog::{CommitLog, LogFiles, RecordRef};
+use crate::commitlog::{CommitLog, LogFiles, RecordRef, PREFETCH_HEAD};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
 use crate::dispatch::Subscription;
@@ -344,16 +344,22 @@ pub(crate) fn query_message(
 /// and properties, for typical ones (three cache lines).
 const TAIL_PREFETCH: usize = 192;
 
+/// Records up to this size are loaded whole ahead of a key lookup's decode (see
+/// [`query_message_with`]); the bodies of larger ones are left to the copy.
+const BODY_PREFETCH_MAX: usize = 8192;
+
 /// True if the record's KEYS (split on spaces) or UNIQ_KEY equal `key`, read in place.
 fn has_key(v: &RecordView<'_>, key: &str) -> bool {
-    let raw = v.properties_raw;
     let k = key.as_bytes();
-    !k.is_empty()
-        && (property_value(raw, property::UNIQ_KEY).is_some_and(|u| u == k)
-            || property_value(raw, property::KEYS).is_some_and(|keys| {
-                keys.split(|&b| property::KEY_SEPARATOR.as_bytes() == [b])
-                    .any(|t| t == k)
-            }))
+    if k.is_empty() {
+        return false;
+    }
+    let [uniq, keys] = property_values(v.properties_raw, [property::UNIQ_KEY, property::KEYS]);
+    uniq.is_some_and(|u| u == k)
+        || keys.is_some_and(|keys| {
+            keys.split(|&b| property::KEY_SEPARATOR.as_bytes() == [b])
+                .any(|t| t == k)
+        })
 }
 
 /// `queryMessage` (spec §6.6): up to three rounds over the index files, newest first, keeping
@@ -412,6 +418,11 @@ pub(crate) fn query_message_with<T>(
             // from the header the decode reads first: start loading them now.
             let tail = bytes.len().saturating_sub(TAIL_PREFETCH);
             crate::mmap::prefetch(bytes.get(tail..).unwrap_or_default());
+            // Then the body between them, which the caller copies out right after the lookup
+            // (a 1 KiB body is 16 lines a cold copy would otherwise miss one after another).
+            if bytes.len() <= BODY_PREFETCH_MAX {
+                crate::mmap::prefetch(bytes.get(PREFETCH_HEAD..tail).unwrap_or_default());
+            }
             let Some(v) = view_at(bytes, phy) else {
                 continue;
             };
