@@ -116,9 +116,8 @@ pub fn put(handle: i64, bytes: Vec<u8>) -> Result<(), Failure> {
     let mut buffer = Buffer::from_vec(bytes);
     let mut decoder = StreamDecoder::new();
     while !buffer.is_empty() {
-        match decoder.decode(&mut buffer).map_err(ipc)? {
-            Some(batch) => entry.writer.put(&batch).map_err(|e| Failure::of(&e))?,
-            None => {}
+        if let Some(batch) = decoder.decode(&mut buffer).map_err(ipc)? {
+            entry.writer.put(&batch).map_err(|e| Failure::of(&e))?;
         }
     }
     decoder.finish().map_err(ipc)

@@ -67,7 +67,7 @@ pub(crate) fn put_arrow<'py>(
                 format!("invalid messages: more than {MAX_ROWS} rows in one batch; split it"),
             ));
         }
-        if c.len() > 0 {
+        if !c.is_empty() {
             batches.push(c);
         }
     }

@@ -3,7 +3,10 @@
 Protocol (see :class:`RocketStoreWriter`):
 
 1. On the driver, ``DataSource.writer`` checks the DataFrame's columns and the options (an
-   unknown column or option fails the job before any task starts) and picks a job id.
+   unknown column or option fails the job before any task starts) and picks a job id (or
+   takes the one the JVM writer picked, :data:`JVM_JOB_OPTION`; with the jar loaded the tasks
+   below run in the JVM, ``rocketstore.spark.JvmWrite``, through the same Rust code, and send
+   their messages through :func:`_from_jvm`).
 2. Each task writes its rows into a new store under a path of its own attempt,
    ``<root>/_temporary/<job id>/part-<partition>-<task attempt id>``, from the Arrow batches
    Spark hands it (``put_batch``, GIL released), flushes and closes it, and returns a
