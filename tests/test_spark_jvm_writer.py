@@ -170,7 +170,7 @@ def test_a_bad_row_fails_the_job_and_publishes_nothing(jvm: SparkSession, tmp_pa
 
 def test_options_are_still_checked_on_the_driver(jvm: SparkSession, tmp_path: Path) -> None:
     df = _df(jvm, _rows(10, 6), parts=1)
-    with pytest.raises(Exception, match="(?i)unknown option 'mappedFileSizeCommitLogg'"):
+    with pytest.raises(Exception, match=r"(?i)unknown option 'mappedFileSizeCommitLogg'"):
         df.write.format("rocketstore").mode("append").option("mappedFileSizeCommitLogg", "1").save(
             str(tmp_path / "r")
         )

@@ -13,7 +13,7 @@
 //!   where to continue;
 //! * `close(handle)` drops the store.
 //!
-//! The JVM batch writer (`rocketstore.spark.NativeWriter`, [`writer`]) runs each Spark write
+//! The JVM batch writer (`rocketstore.spark.NativeWriter`, module `writer`) runs each Spark write
 //! task through `rocketstore_arrow::spark_write::TaskWriter` (the same preparation and
 //! `put_batch` as the Python writer's), fed Arrow IPC stream bytes.
 //!
