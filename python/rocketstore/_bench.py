@@ -920,13 +920,15 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
             ),
         ]
         if jvm_loaded:
-            # The Python writer in the same session (the JVM writer is the default with the jar).
+            spark.conf.set(WRITER_CONF, "true")  # the JVM writer is opt-in for now
+
+            # The Python writer in the same session.
             def python_write(p: Path) -> None:
                 spark.conf.set(WRITER_CONF, "false")
                 try:
                     writers[1][1](p)
                 finally:
-                    spark.conf.unset(WRITER_CONF)
+                    spark.conf.set(WRITER_CONF, "true")
 
             writers.append(("spark_rocketstore_py", python_write))
         from pyspark.sql import functions as F

@@ -489,7 +489,10 @@ impl TaskWriter {
             None => batch,
         };
         put::check_schema(&batch.schema()).map_err(|e| put_err(e, &self.spec))?;
-        let columns = Columns::of(batch, first).map_err(|e| put_err(e, &self.spec))?;
+        // Row numbers start at 0 in each call of `put::write` (its per-row key and property
+        // lists are indexed by them): errors name the row within the batch, the note the rows
+        // of the task, as the Python writer's.
+        let columns = Columns::of(batch, 0).map_err(|e| put_err(e, &self.spec))?;
         if self.store.is_none() {
             self.open()?;
         }

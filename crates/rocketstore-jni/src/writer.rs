@@ -230,7 +230,7 @@ mod tests {
         let h = open(args(&path), &[]).unwrap();
         put(h, ipc(&["T", "T"], &[Some(b"a"), Some(b"b")])).unwrap();
         let Failure(msg) = put(h, ipc(&["T", "T"], &[Some(b"c"), None])).unwrap_err();
-        assert!(msg.contains("invalid body: message 3: is null"), "{msg}");
+        assert!(msg.contains("invalid body: message 1: is null"), "{msg}");
         assert!(
             msg.contains("Spark partition 1 (task attempt 7), rows 2..3"),
             "{msg}"
