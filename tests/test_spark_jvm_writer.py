@@ -83,7 +83,7 @@ def jvm(spark: SparkSession) -> Iterator[SparkSession]:
     jars = spark.sparkContext.getConf().get("spark.jars", "")
     if "rocketstore-spark.jar" not in jars:
         pytest.skip("this Spark session was started without the rocketstore jar")
-    spark.conf.set(WRITER_CONF, "true")  # off by default for now (see docs/spark.md)
+    spark.conf.set(WRITER_CONF, "true")  # the default, set in case the session changed it
     try:
         yield spark
     finally:

@@ -920,7 +920,7 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
             ),
         ]
         if jvm_loaded:
-            spark.conf.set(WRITER_CONF, "true")  # the JVM writer is opt-in for now
+            spark.conf.set(WRITER_CONF, "true")  # the default with the jar
 
             # The Python writer in the same session.
             def python_write(p: Path) -> None:

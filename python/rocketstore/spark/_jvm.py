@@ -24,8 +24,8 @@ JVM_DIR = Path(__file__).with_name("jvm")
 #: then the Python data source's, even with the jar loaded.
 ENABLED_CONF = "spark.rocketstore.jvmReader"
 
-#: Spark setting that turns the JVM batch writer on for a session (``"true"``; off by default
-#: for now): the tasks of batch writes then run in the JVM.
+#: Spark setting that turns the JVM batch writer off for a session (``"false"``): the tasks of
+#: every write are then the Python data source's, even with the jar loaded.
 WRITER_CONF = "spark.rocketstore.jvmWriter"
 
 _JAR = "rocketstore-spark.jar"

@@ -61,10 +61,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class JvmWrite {
     private JvmWrite() {}
 
-    /**
-     * Spark conf that turns the JVM writer on ({@code true}; off by default until
-     * tests/test_spark_jobs.py::test_round_trip_1m_messages passes with it).
-     */
+    /** Spark conf that turns the JVM writer off ({@code false}): every write is the Python one. */
     static final String ENABLED_CONF = "spark.rocketstore.jvmWriter";
 
     /** The internal option that carries the job id to the Python writer. */
@@ -89,8 +86,8 @@ final class JvmWrite {
      */
     static String unsupported(LogicalWriteInfo info) {
         try {
-            String on = SparkSession.active().conf().get(ENABLED_CONF, "false");
-            if (!Boolean.TRUE.equals(JvmRead.parseBool(on))) {
+            String on = SparkSession.active().conf().get(ENABLED_CONF, "true");
+            if (Boolean.FALSE.equals(JvmRead.parseBool(on))) {
                 return ENABLED_CONF + "=" + on;
             }
         } catch (IllegalStateException e) {
