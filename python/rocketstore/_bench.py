@@ -29,7 +29,9 @@ figure                    what is timed
 ``file_read``             the commit log files read with ``readinto`` (the scan floor)
 ``spark_*`` (--spark)     the same DataFrame written as Parquet and as ``rocketstore``;
                           ``spark_read_*``: each read back, ``sum(length(body))``
-                          (``spark_read_rocketstore``: the JVM reader when it was built);
+                          (``spark_rocketstore``/``spark_read_rocketstore``: the JVM writer
+                          and reader when the jar was built);
+                          ``spark_rocketstore_py``: the Python writer, same session;
                           ``spark_read_rocketstore_py``: the Python reader, same session;
                           ``spark_read_rocketstore_body``: Python, ``.schema("body binary")``
 ========================  ==============================================================
@@ -81,6 +83,7 @@ BASELINE_OF = {
     "query_message": "sqlite_lookup",
     "recovery": "file_read",
     "spark_rocketstore": "spark_parquet",
+    "spark_rocketstore_py": "spark_parquet",
     "spark_read_rocketstore": "spark_read_parquet",
     "spark_read_rocketstore_py": "spark_read_parquet",
     "spark_read_rocketstore_body": "spark_read_parquet",
@@ -886,7 +889,7 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
     except ImportError as e:
         return [Figure("spark_parquet", data.size, skipped=f"pyspark not importable: {e}")]
     spark = bench_spark_session("rocketstore-bench")
-    from rocketstore.spark._jvm import ENABLED_CONF, jvm_reader_files
+    from rocketstore.spark._jvm import ENABLED_CONF, WRITER_CONF, jvm_reader_files
 
     jvm_loaded = jvm_reader_files() is not None
     try:
@@ -916,6 +919,18 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 ),
             ),
         ]
+        if jvm_loaded:
+            spark.conf.set(WRITER_CONF, "true")  # the default with the jar
+
+            # The Python writer in the same session.
+            def python_write(p: Path) -> None:
+                spark.conf.set(WRITER_CONF, "false")
+                try:
+                    writers[1][1](p)
+                finally:
+                    spark.conf.set(WRITER_CONF, "true")
+
+            writers.append(("spark_rocketstore_py", python_write))
         from pyspark.sql import functions as F
 
         readers: dict[str, tuple[str, Callable[[Path], Any]]] = {
@@ -946,7 +961,13 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                     "local[2], 2 partitions, cached DataFrame; after one warm-up write; "
                     "CPU of driver, JVM and Python workers"
                 )
+                if name == "spark_rocketstore":
+                    fig.note += " (JVM writer)" if jvm_loaded else " (Python writer: no jar)"
+                elif name == "spark_rocketstore_py":
+                    fig.note += f" (Python writer, {WRITER_CONF}=false)"
                 figs.append(fig)
+                if name not in readers:
+                    continue
                 read_name, read = readers[name]
                 if name == "spark_rocketstore":
                     spark.conf.set(ENABLED_CONF, "true")
@@ -1134,6 +1155,7 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 "recovery",
                 "file_read",
                 "spark_rocketstore",
+                "spark_rocketstore_py",
                 "spark_parquet",
                 "spark_read_rocketstore",
                 "spark_read_rocketstore_py",

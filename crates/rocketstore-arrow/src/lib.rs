@@ -9,6 +9,9 @@
 //!   one definition of their schemas.
 //! - [`buffer_pool`]: the Arrow reads' column buffers, reused across calls.
 //! - [`spark_read`]: the Spark reader's batches, in the Arrow form of the query's Spark schema.
+//! - [`put`]: Arrow batches into the engine's `put_batch` (the Python binding's Arrow
+//!   `put_batch` and the JVM Spark writer).
+//! - [`spark_write`]: the Spark writer's queue selection, body digest and task writer.
 //! - [`error`]: [`Error`], the failure of a read or of a batch Arrow rejects.
 
 // The docs of the public items name the private ones they rely on (for this crate's readers).
@@ -17,6 +20,8 @@
 pub mod arrow_read;
 pub mod buffer_pool;
 pub mod error;
+pub mod put;
 pub mod spark_read;
+pub mod spark_write;
 
 pub use error::{Error, Result};

@@ -13,6 +13,10 @@
 //!   where to continue;
 //! * `close(handle)` drops the store.
 //!
+//! The JVM batch writer (`rocketstore.spark.NativeWriter`, module `writer`) runs each Spark write
+//! task through `rocketstore_arrow::spark_write::TaskWriter` (the same preparation and
+//! `put_batch` as the Python writer's), fed Arrow IPC stream bytes.
+//!
 //! Record decoding is the engine's: this crate only converts. The boundary is Arrow's IPC
 //! stream format (one copy into a Java `byte[]`; Java reads it with Arrow's
 //! `ArrowStreamReader`), so no buffer layout is described by hand on either side.
@@ -27,6 +31,10 @@
 //!   exception to the engine's rule that `unsafe` lives in `mmap.rs` is the `#[no_mangle]`
 //!   attribute on the JNI exports, which the JVM needs to find them by name.
 
+mod writer;
+
+pub use writer::OpenArgs;
+
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -35,8 +43,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow_array::RecordBatch;
 use arrow_ipc::writer::StreamWriter;
-use jni::objects::{JClass, JLongArray, JObjectArray, JString};
-use jni::sys::{jboolean, jbyteArray, jint, jlong, JNI_FALSE};
+use jni::objects::{JByteArray, JClass, JLongArray, JObjectArray, JString};
+use jni::sys::{jboolean, jbyteArray, jint, jlong, jstring, JNI_FALSE};
 use jni::JNIEnv;
 use rocketstore::{ConfigValue, FieldKind, Store, StoreConfig};
 
@@ -164,7 +172,7 @@ fn guarded<'l, T>(
                 .map(|s| (*s).to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            format!("rocketstore native reader panicked (a bug): {what}")
+            format!("rocketstore native library panicked (a bug): {what}")
         }
     };
     // An exception may already be pending (a failed JNI call); keep that one.
@@ -267,6 +275,108 @@ pub extern "system" fn Java_rocketstore_spark_NativeReader_readLog<'l>(
         let array = env.byte_array_from_slice(&bytes).map_err(jni_err)?;
         Ok(array.into_raw())
     })
+}
+
+/// `NativeWriter.open(String path, String liveMarker, String jobId, String[] keys, String[]
+/// values, String selector, int queueNums, long partition, long taskAttempt)`: a task writer's
+/// handle.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_rocketstore_spark_NativeWriter_open<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    path: JString<'l>,
+    live_marker: JString<'l>,
+    job_id: JString<'l>,
+    keys: JObjectArray<'l>,
+    values: JObjectArray<'l>,
+    selector: JString<'l>,
+    queue_nums: jint,
+    partition: jlong,
+    task_attempt: jlong,
+) -> jlong {
+    guarded(&mut env, 0, |env| {
+        let args = OpenArgs {
+            path: string(env, &path)?,
+            live_marker: string(env, &live_marker)?,
+            job_id: string(env, &job_id)?,
+            selector: string(env, &selector)?,
+            queue_nums,
+            partition,
+            task_attempt,
+        };
+        let keys = strings(env, &keys)?;
+        let values = strings(env, &values)?;
+        if keys.len() != values.len() {
+            return Err(Failure("keys and values differ in length".into()));
+        }
+        let pairs: Vec<(String, String)> = keys.into_iter().zip(values).collect();
+        writer::open(args, &pairs)
+    })
+}
+
+/// `NativeWriter.put(long handle, byte[] ipc, int length)`: puts the batches of the Arrow IPC
+/// stream in `ipc[0..length]`.
+#[no_mangle]
+pub extern "system" fn Java_rocketstore_spark_NativeWriter_put<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    ipc: JByteArray<'l>,
+    length: jint,
+) {
+    guarded(&mut env, (), |env| {
+        let n = usize::try_from(length).map_err(|_| Failure(format!("bad length {length}")))?;
+        let mut signed = vec![0i8; n];
+        env.get_byte_array_region(&ipc, 0, &mut signed)
+            .map_err(jni_err)?;
+        // i8 -> u8 of the same layout: collected in place (no second buffer).
+        let bytes: Vec<u8> = signed.into_iter().map(|b| b as u8).collect();
+        writer::put(handle, bytes)
+    });
+}
+
+/// `NativeWriter.finish(long handle)`: the store's statistics as JSON, or null without rows.
+#[no_mangle]
+pub extern "system" fn Java_rocketstore_spark_NativeWriter_finish<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jstring {
+    guarded(
+        &mut env,
+        std::ptr::null_mut(),
+        |env| match writer::finish(handle)? {
+            None => Ok(std::ptr::null_mut()),
+            Some(json) => Ok(env.new_string(json).map_err(jni_err)?.into_raw()),
+        },
+    )
+}
+
+/// `NativeWriter.abort(long handle)`: removes the task's store.
+#[no_mangle]
+pub extern "system" fn Java_rocketstore_spark_NativeWriter_abort<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) {
+    guarded(&mut env, (), |_| {
+        writer::abort(handle);
+        Ok(())
+    });
+}
+
+/// `NativeWriter.close(long handle)`: forgets the handle.
+#[no_mangle]
+pub extern "system" fn Java_rocketstore_spark_NativeWriter_close<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) {
+    guarded(&mut env, (), |_| {
+        writer::close(handle);
+        Ok(())
+    });
 }
 
 #[cfg(test)]

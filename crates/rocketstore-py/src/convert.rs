@@ -65,11 +65,7 @@ pub(crate) struct OwnedMessage {
 }
 
 /// The accepted `transaction` values and their engine types.
-pub(crate) const TRANSACTION_NAMES: [(&str, TransactionType); 3] = [
-    ("prepared", TransactionType::Prepared),
-    ("commit", TransactionType::Commit),
-    ("rollback", TransactionType::Rollback),
-];
+pub(crate) use rocketstore_arrow::put::TRANSACTION_NAMES;
 
 /// A `transaction` value: `"prepared"`, `"commit"` or `"rollback"` (`None`: an ordinary
 /// message).
@@ -101,21 +97,7 @@ pub(crate) fn py_repr(py: Python<'_>, s: &str) -> PyResult<String> {
 }
 
 /// The names `put` accepts as keywords, which are also the keys of a `put_batch` dict.
-pub(crate) const PUT_FIELDS: [&str; 13] = [
-    "topic",
-    "body",
-    "queue_id",
-    "tags",
-    "keys",
-    "properties",
-    "flag",
-    "born_timestamp",
-    "born_host",
-    "store_host",
-    "delay_level",
-    "transaction",
-    "prepared_transaction_offset",
-];
+pub(crate) use rocketstore_arrow::put::PUT_FIELDS;
 
 /// Arguments `put` and `put_batch` dicts accept beyond [`PUT_FIELDS`] (not Arrow columns yet).
 pub(crate) const PUT_EXTRA_FIELDS: [&str; 1] = ["producer_group"];

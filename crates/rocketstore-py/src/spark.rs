@@ -1,146 +1,25 @@
 //! The column kernels of the Spark data source and whole-store verification, over Arrow's
 //! PyCapsule interface (`pyo3-arrow`): `prepare_batch` and `body_digest` read a batch's columns
-//! where they lie (no copy, interpreter released) and call `rocketstore::bulk`; `verify_store`
+//! where they lie (no copy, interpreter released) through `rocketstore_arrow::spark_write`
+//! (shared with the JVM writer); `verify_store`
 //! runs `rocketstore::verify_store` and converts its report.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int16Type, Int32Type, Int64Type, Int8Type};
-use arrow_array::{Array, Int32Array, RecordBatch};
-use arrow_schema::DataType;
-use pyo3::exceptions::PyTypeError;
+use arrow_array::{Array, Int32Array};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::{PyArray, PyRecordBatch};
-use rocketstore::bulk::{self, QueueChooser, QueueSelector};
+use rocketstore::bulk::{self, QueueSelector};
 use rocketstore::verify::{Check, ManifestEntry, StoreReport};
 use rocketstore::VerifyOptions;
 
+use rocketstore_arrow::spark_write::{self, ValueBytes};
+
+use crate::arrow::map_put_error;
 use crate::config::config_from_kwargs;
-
-/// Random access to the values of a binary or string column of any Arrow layout.
-enum Bytes<'a> {
-    Bin(&'a arrow_array::BinaryArray),
-    LargeBin(&'a arrow_array::LargeBinaryArray),
-    BinView(&'a arrow_array::BinaryViewArray),
-    Str(&'a arrow_array::StringArray),
-    LargeStr(&'a arrow_array::LargeStringArray),
-    StrView(&'a arrow_array::StringViewArray),
-}
-
-impl<'a> Bytes<'a> {
-    fn of(a: &'a dyn Array, column: &str) -> PyResult<Self> {
-        Ok(match a.data_type() {
-            DataType::Binary => Bytes::Bin(a.as_binary()),
-            DataType::LargeBinary => Bytes::LargeBin(a.as_binary()),
-            DataType::BinaryView => Bytes::BinView(a.as_binary_view()),
-            DataType::Utf8 => Bytes::Str(a.as_string()),
-            DataType::LargeUtf8 => Bytes::LargeStr(a.as_string()),
-            DataType::Utf8View => Bytes::StrView(a.as_string_view()),
-            other => {
-                return Err(PyTypeError::new_err(format!(
-                    "column {column:?} has Arrow type {other}, expected binary or string"
-                )))
-            }
-        })
-    }
-
-    fn get(&self, i: usize) -> Option<&'a [u8]> {
-        macro_rules! at {
-            ($a:expr, $v:expr) => {
-                if $a.is_null(i) {
-                    None
-                } else {
-                    Some($v)
-                }
-            };
-        }
-        match self {
-            Bytes::Bin(a) => at!(a, a.value(i)),
-            Bytes::LargeBin(a) => at!(a, a.value(i)),
-            Bytes::BinView(a) => at!(a, a.value(i)),
-            Bytes::Str(a) => at!(a, a.value(i).as_bytes()),
-            Bytes::LargeStr(a) => at!(a, a.value(i).as_bytes()),
-            Bytes::StrView(a) => at!(a, a.value(i).as_bytes()),
-        }
-    }
-}
-
-/// The keys column: one string per row, or a list of strings per row.
-enum Keys<'a> {
-    Joined(Bytes<'a>),
-    List(&'a [i32], Bytes<'a>, &'a dyn Array),
-    LargeList(&'a [i64], Bytes<'a>, &'a dyn Array),
-}
-
-impl<'a> Keys<'a> {
-    fn of(a: &'a dyn Array) -> PyResult<Self> {
-        Ok(match a.data_type() {
-            DataType::List(_) => {
-                let l = a.as_list::<i32>();
-                Keys::List(
-                    l.value_offsets(),
-                    Bytes::of(l.values().as_ref(), "keys")?,
-                    a,
-                )
-            }
-            DataType::LargeList(_) => {
-                let l = a.as_list::<i64>();
-                Keys::LargeList(
-                    l.value_offsets(),
-                    Bytes::of(l.values().as_ref(), "keys")?,
-                    a,
-                )
-            }
-            _ => Keys::Joined(Bytes::of(a, "keys")?),
-        })
-    }
-
-    /// The parts of row `i` (nothing for a null row or element).
-    fn parts(&self, i: usize) -> Box<dyn Iterator<Item = &'a [u8]> + '_> {
-        match self {
-            Keys::Joined(b) => Box::new(b.get(i).into_iter()),
-            Keys::List(offs, values, a) if !a.is_null(i) => {
-                let (lo, hi) = (offs[i] as usize, offs[i + 1] as usize);
-                Box::new((lo..hi).filter_map(move |j| values.get(j)))
-            }
-            Keys::LargeList(offs, values, a) if !a.is_null(i) => {
-                let (lo, hi) = (offs[i] as usize, offs[i + 1] as usize);
-                Box::new((lo..hi).filter_map(move |j| values.get(j)))
-            }
-            _ => Box::new(std::iter::empty()),
-        }
-    }
-}
-
-/// The given queue ids (`None` where null), from any integer column.
-fn given_queues(a: &dyn Array) -> PyResult<Vec<Option<i32>>> {
-    fn conv<T: TryInto<i32>>(v: Option<T>) -> Option<i32> {
-        v.and_then(|x| x.try_into().ok())
-    }
-    Ok(match a.data_type() {
-        DataType::Int8 => a.as_primitive::<Int8Type>().iter().map(conv).collect(),
-        DataType::Int16 => a.as_primitive::<Int16Type>().iter().map(conv).collect(),
-        DataType::Int32 => a.as_primitive::<Int32Type>().iter().collect(),
-        DataType::Int64 => a
-            .as_primitive::<Int64Type>()
-            .iter()
-            .map(|v| v.map(|x| i32::try_from(x).unwrap_or(i32::MAX)))
-            .collect(),
-        other => {
-            return Err(PyTypeError::new_err(format!(
-                "column \"queue_id\" has Arrow type {other}, expected an integer type"
-            )))
-        }
-    })
-}
-
-fn column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a dyn Array> {
-    batch.column_by_name(name).map(|c| c.as_ref())
-}
 
 /// The body digest of the `_SUCCESS` manifest over a binary or string column (see the Spark
 /// writer): the sum over the values of the first 60 bits of their SHA-256.
@@ -155,9 +34,8 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a dyn Array> {
 #[pyfunction]
 pub(crate) fn body_digest(py: Python<'_>, bodies: PyArray) -> PyResult<u128> {
     let (array, _) = bodies.into_inner();
-    let values = Bytes::of(array.as_ref(), "body")?;
-    let n = array.len();
-    Ok(py.detach(|| bulk::body_digest((0..n).map(|i| values.get(i)))))
+    py.detach(|| spark_write::body_digest(array.as_ref()))
+        .map_err(|e| map_put_error(py, e))
 }
 
 /// The SHA-256 of each value of a binary or string column as 64 lowercase hex digits (Spark
@@ -165,7 +43,7 @@ pub(crate) fn body_digest(py: Python<'_>, bodies: PyArray) -> PyResult<u128> {
 #[pyfunction]
 pub(crate) fn body_sha256<'py>(py: Python<'py>, bodies: PyArray) -> PyResult<Bound<'py, PyAny>> {
     let (array, _) = bodies.into_inner();
-    let values = Bytes::of(array.as_ref(), "body")?;
+    let values = ValueBytes::of(array.as_ref(), "body").map_err(|e| map_put_error(py, e))?;
     let n = array.len();
     let hex = py.detach(|| {
         let mut b = arrow_array::builder::StringBuilder::with_capacity(n, n * 64);
@@ -214,32 +92,10 @@ pub(crate) fn prepare_batch<'py>(
         }
     };
     let batch = batch.into_inner();
-    let n = batch.num_rows();
-    let body = column(&batch, "body")
-        .ok_or_else(|| PyTypeError::new_err("the batch has no \"body\" column"))?;
-    let bodies = Bytes::of(body, "body")?;
-    let given = column(&batch, "queue_id").map(given_queues).transpose()?;
-    let keys = column(&batch, "keys").map(Keys::of).transpose()?;
-    let all_given = given
-        .as_ref()
-        .is_some_and(|g| g.iter().all(Option::is_some));
-    let (queues, digest, counter) = py.detach(|| {
-        let digest = bulk::body_digest((0..n).map(|i| bodies.get(i)));
-        if all_given {
-            return (None, digest, counter);
-        }
-        let mut chooser = QueueChooser::new(selector, queue_nums, counter);
-        let queues: Vec<i32> = (0..n)
-            .map(|i| {
-                let g = given.as_ref().and_then(|g| g[i]);
-                match &keys {
-                    Some(k) => chooser.choose(g, Some(&mut k.parts(i))),
-                    None => chooser.choose(g, None),
-                }
-            })
-            .collect();
-        (Some(queues), digest, chooser.counter())
-    });
+    let prepared = py
+        .detach(|| spark_write::prepare_batch(&batch, selector, queue_nums, counter))
+        .map_err(|e| map_put_error(py, e))?;
+    let (queues, digest, counter) = (prepared.queues, prepared.digest, prepared.counter);
     let queues = queues
         .map(|q| -> PyResult<Bound<'py, PyAny>> {
             let array = PyArray::from_array_ref(Arc::new(Int32Array::from(q)));

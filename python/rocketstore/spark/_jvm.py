@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ENABLED_CONF", "JVM_DIR", "jvm_reader_conf", "jvm_reader_files"]
+__all__ = ["ENABLED_CONF", "JVM_DIR", "WRITER_CONF", "jvm_reader_conf", "jvm_reader_files"]
 
 #: Directory holding the jar and the native library.
 JVM_DIR = Path(__file__).with_name("jvm")
@@ -23,6 +23,10 @@ JVM_DIR = Path(__file__).with_name("jvm")
 #: Spark setting that turns the JVM reader off for a session (``"false"``): every read is
 #: then the Python data source's, even with the jar loaded.
 ENABLED_CONF = "spark.rocketstore.jvmReader"
+
+#: Spark setting that turns the JVM batch writer off for a session (``"false"``): the tasks of
+#: every write are then the Python data source's, even with the jar loaded.
+WRITER_CONF = "spark.rocketstore.jvmWriter"
 
 _JAR = "rocketstore-spark.jar"
 _LIB = "librocketstore_jni.so"

@@ -3,7 +3,10 @@
 Protocol (see :class:`RocketStoreWriter`):
 
 1. On the driver, ``DataSource.writer`` checks the DataFrame's columns and the options (an
-   unknown column or option fails the job before any task starts) and picks a job id.
+   unknown column or option fails the job before any task starts) and picks a job id (or
+   takes the one the JVM writer picked, :data:`JVM_JOB_OPTION`; with the jar loaded the tasks
+   below run in the JVM, ``rocketstore.spark.JvmWrite``, through the same Rust code, and send
+   their messages through :func:`_from_jvm`).
 2. Each task writes its rows into a new store under a path of its own attempt,
    ``<root>/_temporary/<job id>/part-<partition>-<task attempt id>``, from the Arrow batches
    Spark hands it (``put_batch``, GIL released), flushes and closes it, and returns a
@@ -95,6 +98,16 @@ DIGEST_ALGORITHM = (
 #: The writer's own options (everything else must be a store configuration keyword).
 WRITER_OPTIONS = ("queueSelector", "queueNums")
 
+#: Internal option set by the JVM batch writer (``rocketstore.spark.JvmWrite``, never by users):
+#: the job id it picked (32 hex digits). With it the Python writer uses that job id and writes
+#: :data:`JVM_TASK_SPEC` into the job's directory for the JVM tasks.
+JVM_JOB_OPTION = "rocketstore.jvmJobId"
+
+#: File in ``_temporary/<job id>`` with what the JVM tasks need of the options (JSON).
+JVM_TASK_SPEC = "_jvm_task.json"
+
+_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+
 _STORE_NAME = re.compile(r"^store-(\d+)$")
 _ACCEPTED_STATUSES = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT"})
 
@@ -179,6 +192,29 @@ class StoreCommitMessage(WriterCommitMessage):
     attempt_number: int
     path: str | None
     stats: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, text: str) -> StoreCommitMessage:
+        """The message a JVM write task sends (``rocketstore.spark.JvmWrite``): a JSON object
+        with this class's fields."""
+        d = json.loads(text)
+        return cls(
+            partition=int(d["partition"]),
+            task_attempt=int(d["task_attempt"]),
+            attempt_number=int(d["attempt_number"]),
+            path=None if d.get("path") is None else str(d["path"]),
+            stats=dict(d.get("stats") or {}),
+        )
+
+
+def _from_jvm(text: str) -> StoreCommitMessage:
+    """Unpickles a JVM write task's commit message.
+
+    The JVM task (``rocketstore.spark.JvmWrite``) hands Spark a ``PythonWriterCommitMessage``
+    whose bytes are a minimal pickle calling this function with its JSON, so that the driver's
+    Python ``commit`` receives a :class:`StoreCommitMessage` like from a Python task.
+    """
+    return StoreCommitMessage.from_json(text)
 
 
 # --------------------------------------------------------------------------------------
@@ -385,13 +421,23 @@ class RocketStoreWriter(DataSourceArrowWriter):
             )
             err.key = "path"
             raise err
-        own, config = split_options(options, WRITER_OPTIONS, what="writer")
+        jvm_job = [k for k in options if normalize(k) == normalize(JVM_JOB_OPTION)]
+        jvm_job_id = str(options[jvm_job[0]]) if jvm_job else None
+        if jvm_job_id is not None and not _JOB_ID.match(jvm_job_id):
+            err = InvalidConfigError(
+                f"option {JVM_JOB_OPTION!r} is internal to the JVM writer (32 hex digits), "
+                f"not {jvm_job_id!r}"
+            )
+            err.key = JVM_JOB_OPTION
+            raise err
+        user_options = {k: v for k, v in options.items() if k not in jvm_job}
+        own, config = split_options(user_options, WRITER_OPTIONS, what="writer")
         self.root = os.path.abspath(str(path))
         self.config = config
         self.selector = _queue_selector(own.get(normalize("queueSelector")))
         self.queue_nums = parse_int("queueNums", own.get("queuenums", "4"), minimum=1)
         self.overwrite = overwrite
-        self.job_id = uuid.uuid4().hex
+        self.job_id = jvm_job_id or uuid.uuid4().hex
         check_schema(schema)
         root = Path(self.root)
         if root.exists() and not root.is_dir():
@@ -410,6 +456,23 @@ class RocketStoreWriter(DataSourceArrowWriter):
         if live_marker:
             self.job_dir.mkdir(parents=True, exist_ok=True)
             self._live_marker.touch()
+        if jvm_job_id is not None:
+            self._write_jvm_task_spec()
+
+    def _write_jvm_task_spec(self) -> None:
+        """What the JVM tasks need, in the job's directory: the store configuration (values
+        as strings, parsed by kind in Rust), the queue selector and the number of queues."""
+        self.job_dir.mkdir(parents=True, exist_ok=True)
+        spec = {
+            "config": {
+                k: (str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in sorted(self.config.items())
+            },
+            "queue_selector": self.selector,
+            "queue_nums": self.queue_nums,
+            "live_marker": self.live_marker,
+        }
+        (self.job_dir / JVM_TASK_SPEC).write_text(json.dumps(spec), encoding="utf-8")
 
     # ---- paths ------------------------------------------------------------------------
 

@@ -29,6 +29,14 @@ public class RocketStoreProvider extends PythonDataSourceV2 implements DataSourc
 
     private boolean named;
 
+    /**
+     * Write task attempts the JVM batch writer started in this JVM (a diagnostic: in local mode,
+     * how many of a session's write tasks ran in the JVM rather than in Python workers).
+     */
+    public static long jvmWriterTasks() {
+        return JvmWrite.TASKS.get();
+    }
+
     @Override
     public String shortName() {
         return NAME;

@@ -1,6 +1,8 @@
 package rocketstore.spark;
 
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
 import org.apache.spark.sql.types.StructType;
@@ -8,8 +10,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The Python data source's table, whose batch reads the JVM reader serves when it can ({@link
- * JvmRead#unsupported} is null); writes, streaming and every other read are the Python
- * table's.
+ * JvmRead#unsupported} is null) and whose batch writes run their tasks in the JVM writer when
+ * it can ({@link JvmWrite#unsupported} is null; the driver side of the write stays the Python
+ * writer's); streaming and every other read or write are the Python table's.
  */
 public class RocketStoreTable extends PythonTable {
     private final StructType tableSchema;
@@ -27,5 +30,15 @@ public class RocketStoreTable extends PythonTable {
             return super.newScanBuilder(options);
         }
         return new JvmScan.Builder(tableSchema, options, () -> super.newScanBuilder(options));
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        String why = JvmWrite.unsupported(info);
+        if (why != null) {
+            JvmRead.LOG.debug("rocketstore: the Python writer serves this write: {}", why);
+            return super.newWriteBuilder(info);
+        }
+        return new JvmWrite.Builder(info, i -> super.newWriteBuilder(i));
     }
 }

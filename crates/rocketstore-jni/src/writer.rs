@@ -1,0 +1,271 @@
+//! The native side of the JVM batch writer (`rocketstore.spark.NativeWriter`): one
+//! [`TaskWriter`] per Spark write task, fed Arrow IPC stream bytes.
+//!
+//! * `open(path, liveMarker, jobId, keys, values, selector, queueNums, partition, taskAttempt)`
+//!   makes a task writer (the store is created at the first row) and returns its handle;
+//! * `put(handle, bytes, length)` decodes the IPC stream (schema, batches, end of stream; the
+//!   buffers are sliced from one copy of the Java bytes, not copied again) and puts each batch
+//!   ([`TaskWriter::put`]: queue selection, body digest, `put_batch`, status check);
+//! * `finish(handle)` flushes and closes the store and returns the statistics as JSON
+//!   ([`rocketstore_arrow::spark_write::TaskStats::to_json`]), or null if the task had no rows;
+//! * `abort(handle)` closes the store and removes the task's directory;
+//! * `close(handle)` forgets the handle (aborting a writer that neither finished nor aborted).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::StreamDecoder;
+use rocketstore::bulk::QueueSelector;
+use rocketstore_arrow::spark_write::{TaskSpec, TaskWriter};
+
+use crate::{config_of, Failure};
+
+/// A task writer and whether it is done (finished or aborted).
+#[derive(Debug)]
+struct Entry {
+    writer: TaskWriter,
+    done: bool,
+}
+
+type Shared = Arc<Mutex<Entry>>;
+
+static WRITERS: Mutex<Option<HashMap<i64, Shared>>> = Mutex::new(None);
+static NEXT_HANDLE: AtomicI64 = AtomicI64::new(1);
+
+fn with_writers<T>(f: impl FnOnce(&mut HashMap<i64, Shared>) -> T) -> T {
+    let mut guard = WRITERS.lock().unwrap_or_else(PoisonError::into_inner);
+    f(guard.get_or_insert_with(HashMap::new))
+}
+
+fn get(handle: i64) -> Result<Shared, Failure> {
+    with_writers(|m| m.get(&handle).cloned())
+        .ok_or_else(|| Failure(format!("no open task writer with handle {handle}")))
+}
+
+/// What `open` is given besides the configuration pairs.
+#[derive(Debug, Clone)]
+pub struct OpenArgs {
+    /// The task's store directory.
+    pub path: String,
+    /// The job's live marker (empty: none).
+    pub live_marker: String,
+    /// The job id.
+    pub job_id: String,
+    /// `hash` or `round_robin`.
+    pub selector: String,
+    /// Queues per topic.
+    pub queue_nums: i32,
+    /// The Spark partition.
+    pub partition: i64,
+    /// The task attempt id.
+    pub task_attempt: i64,
+}
+
+/// Makes a task writer; returns its handle.
+pub fn open(args: OpenArgs, pairs: &[(String, String)]) -> Result<i64, Failure> {
+    let config = config_of(pairs)?;
+    let selector = match args.selector.as_str() {
+        "hash" => QueueSelector::Hash,
+        "round_robin" => QueueSelector::RoundRobin,
+        other => {
+            return Err(Failure(format!(
+                "queueSelector must be 'hash' or 'round_robin', not {other:?}"
+            )))
+        }
+    };
+    let queue_nums = u32::try_from(args.queue_nums)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| {
+            Failure(format!(
+                "queueNums must be at least 1, not {}",
+                args.queue_nums
+            ))
+        })?;
+    let spec = TaskSpec {
+        job_id: args.job_id,
+        path: PathBuf::from(args.path),
+        live_marker: (!args.live_marker.is_empty()).then(|| PathBuf::from(args.live_marker)),
+        config,
+        config_keys: pairs.iter().map(|(k, _)| k.clone()).collect(),
+        selector,
+        queue_nums,
+        partition: args.partition,
+        task_attempt: args.task_attempt,
+    };
+    let entry = Entry {
+        writer: TaskWriter::new(spec),
+        done: false,
+    };
+    let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
+    with_writers(|m| m.insert(handle, Arc::new(Mutex::new(entry))));
+    Ok(handle)
+}
+
+/// Decodes `bytes` (an Arrow IPC stream) and puts every batch.
+pub fn put(handle: i64, bytes: Vec<u8>) -> Result<(), Failure> {
+    let shared = get(handle)?;
+    let mut entry = shared.lock().unwrap_or_else(PoisonError::into_inner);
+    if entry.done {
+        return Err(Failure(format!("task writer {handle} has already ended")));
+    }
+    let ipc = |e: arrow_schema::ArrowError| Failure(format!("cannot read the Arrow batch: {e}"));
+    let mut buffer = Buffer::from_vec(bytes);
+    let mut decoder = StreamDecoder::new();
+    while !buffer.is_empty() {
+        if let Some(batch) = decoder.decode(&mut buffer).map_err(ipc)? {
+            entry.writer.put(&batch).map_err(|e| Failure::of(&e))?;
+        }
+    }
+    decoder.finish().map_err(ipc)
+}
+
+/// Flushes and closes the task's store; the statistics as JSON, `None` without rows.
+pub fn finish(handle: i64) -> Result<Option<String>, Failure> {
+    let shared = get(handle)?;
+    let mut entry = shared.lock().unwrap_or_else(PoisonError::into_inner);
+    if entry.done {
+        return Err(Failure(format!("task writer {handle} has already ended")));
+    }
+    entry.done = true;
+    match entry.writer.finish() {
+        Ok(stats) => Ok(stats.map(|s| s.to_json())),
+        Err(e) => {
+            entry.writer.abort();
+            Err(Failure::of(&e))
+        }
+    }
+}
+
+/// Removes the task's store (nothing if the handle is unknown).
+pub fn abort(handle: i64) {
+    if let Ok(shared) = get(handle) {
+        let mut entry = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        entry.done = true;
+        entry.writer.abort();
+    }
+}
+
+/// Forgets the handle; a writer neither finished nor aborted is aborted.
+pub fn close(handle: i64) {
+    let shared = with_writers(|m| m.remove(&handle));
+    if let Some(shared) = shared {
+        let mut entry = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if !entry.done {
+            entry.done = true;
+            entry.writer.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
+    use std::sync::Arc as StdArc;
+
+    fn ipc(topics: &[&str], bodies: &[Option<&[u8]>]) -> Vec<u8> {
+        let batch = RecordBatch::try_from_iter([
+            (
+                "topic",
+                StdArc::new(StringArray::from(topics.to_vec())) as ArrayRef,
+            ),
+            (
+                "body",
+                StdArc::new(BinaryArray::from(bodies.to_vec())) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        crate::ipc_bytes(&batch).unwrap()
+    }
+
+    fn args(path: &std::path::Path) -> OpenArgs {
+        OpenArgs {
+            path: path.to_string_lossy().into_owned(),
+            live_marker: String::new(),
+            job_id: "j".into(),
+            selector: "round_robin".into(),
+            queue_nums: 4,
+            partition: 1,
+            task_attempt: 7,
+        }
+    }
+
+    #[test]
+    fn a_task_writes_a_store_and_reports_its_statistics() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("_temporary/j/part-00001-7");
+        let h = open(args(&path), &[]).unwrap();
+        put(
+            h,
+            ipc(&["T", "T", "U"], &[Some(b"a"), Some(b"b"), Some(b"c")]),
+        )
+        .unwrap();
+        put(h, ipc(&["T"], &[Some(b"d")])).unwrap();
+        let json = finish(h).unwrap().unwrap();
+        close(h);
+        assert!(json.starts_with("{\"messages\": 4, \"bytes\": "), "{json}");
+        // Round robin from partition 1 over 4 queues: T gets queues 1, 2 and 0; U gets 3.
+        assert!(
+            json.contains("\"queues\": {\"T\": {\"0\": 1, \"1\": 1, \"2\": 1}, \"U\": {\"3\": 1}}"),
+            "{json}"
+        );
+        let digest =
+            rocketstore::bulk::body_digest([b"a", b"b", b"c", b"d"].iter().map(|b| Some(&b[..])));
+        assert!(
+            json.ends_with(&format!("\"body_digest\": \"{digest}\"}}")),
+            "{json}"
+        );
+        assert!(path.join("commitlog").is_dir());
+    }
+
+    #[test]
+    fn a_bad_row_fails_naming_it_and_abort_removes_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("_temporary/j/part-00001-7");
+        let h = open(args(&path), &[]).unwrap();
+        put(h, ipc(&["T", "T"], &[Some(b"a"), Some(b"b")])).unwrap();
+        let Failure(msg) = put(h, ipc(&["T", "T"], &[Some(b"c"), None])).unwrap_err();
+        assert!(msg.contains("invalid body: message 1: is null"), "{msg}");
+        assert!(
+            msg.contains("Spark partition 1 (task attempt 7), rows 2..3"),
+            "{msg}"
+        );
+        abort(h);
+        close(h);
+        assert!(!path.exists());
+        assert!(!dir.path().join("_temporary").exists());
+    }
+
+    #[test]
+    fn a_task_without_rows_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("_temporary/j/part-00000-1");
+        let h = open(args(&path), &[]).unwrap();
+        assert_eq!(finish(h).unwrap(), None);
+        close(h);
+        assert!(!path.exists());
+        assert!(put(h, Vec::new()).is_err());
+    }
+
+    #[test]
+    fn an_ended_job_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("_temporary/j/part-00000-1");
+        let mut a = args(&path);
+        a.live_marker = dir
+            .path()
+            .join("_temporary/j/_job_live")
+            .to_string_lossy()
+            .into();
+        let h = open(a, &[]).unwrap();
+        let Failure(msg) = put(h, ipc(&["T"], &[Some(b"a")])).unwrap_err();
+        assert!(msg.contains("has already ended"), "{msg}");
+        close(h);
+        assert!(!path.exists());
+    }
+}

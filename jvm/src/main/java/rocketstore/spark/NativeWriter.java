@@ -1,0 +1,34 @@
+package rocketstore.spark;
+
+/**
+ * The native calls of the JVM batch writer (crates/rocketstore-jni, {@code writer.rs}), in the
+ * library {@link NativeReader} loads. One handle per Spark write task.
+ */
+final class NativeWriter {
+    private NativeWriter() {}
+
+    /** True if the native library is loaded. */
+    static boolean available() {
+        return NativeReader.available();
+    }
+
+    /**
+     * A task writer for the store at {@code path} (created at the first row) with the store
+     * configuration fields given; {@code liveMarker} (empty: none) must exist while it writes.
+     */
+    static native long open(
+            String path, String liveMarker, String jobId, String[] keys, String[] values,
+            String selector, int queueNums, long partition, long taskAttempt);
+
+    /** Puts the batches of the Arrow IPC stream in {@code ipc[0..length]}. */
+    static native void put(long handle, byte[] ipc, int length);
+
+    /** Flushes and closes the store; its statistics as JSON, or null if the task had no rows. */
+    static native String finish(long handle);
+
+    /** Closes the store and removes the task's directory. */
+    static native void abort(long handle);
+
+    /** Forgets the handle (aborting a writer that neither finished nor aborted). */
+    static native void close(long handle);
+}
