@@ -60,14 +60,6 @@ const FEED_MIN_RECORD_BYTES: usize = 512;
 /// against 251-543 k/s through the mapping, BENCHMARKS.md "pwrite by default").
 const STAGE_MIN_CALL_BYTES: usize = 8 * 1024;
 
-/// With `pwrite_commit_log`, staged appends whose records average at least this many bytes
-/// still move the allocate service's pre-fault ahead of the writer (see
-/// `segment::allocator`): at one fresh page per record or more, filling the page cache inside
-/// `pwrite` is most of the writer's work (kernel page allocation and insertion, 4 KiB bodies:
-/// BENCHMARKS.md "4 KiB appends"), and the pre-fault does it on the other core first. Smaller
-/// records leave the pages to `pwrite`, which fills them without zeroing them first.
-const PREFAULT_STAGED_MIN_RECORD_BYTES: usize = 2 * 1024;
-
 /// State guarded by the put lock.
 #[derive(Debug, Default)]
 struct PutState {
@@ -663,8 +655,7 @@ impl CommitLog {
         }
         drop(st);
         if let (Some(alloc), Some(end)) = (&self.allocator, wrote_to) {
-            let large = record_bytes >= PREFAULT_STAGED_MIN_RECORD_BYTES * msgs.len();
-            alloc.progress(end, staged && self.stage_writes && !large);
+            alloc.progress(end, staged && self.stage_writes);
         }
         self.count_puts(msgs, &results);
         if let Some(e) = failed {
