@@ -24,6 +24,8 @@ thread, ``rs-reput``, ``rs-flush``...), summed over the rounds.
     PYTHONPATH=/path/to/main/python .venv/bin/python benches/spark_write.py ...
     # a Spark conf for every write, e.g. the Arrow batch size of the JVM -> Python hop:
     .venv/bin/python benches/spark_write.py --conf spark.sql.execution.arrow.maxRecordsPerBatch=2000
+    # incompressible bodies instead of the bench's filler (which Parquet compresses ~17x):
+    .venv/bin/python benches/spark_write.py --sizes 1024 --only parquet,rocketstore --bodies random
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import tempfile
@@ -40,6 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -304,6 +308,13 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="add the profiled rocketstore write")
     ap.add_argument("--threads", action="store_true", help="CPU per process and thread name")
     ap.add_argument("--conf", action="append", default=[], help="key=value Spark conf")
+    ap.add_argument(
+        "--bodies",
+        choices=("filler", "random"),
+        default="filler",
+        help="filler: rocketstore bench's bodies (row number + a repeated alphabet, which "
+        "Parquet's snappy compresses ~17x at 1 KiB); random: incompressible bytes",
+    )
     args = ap.parse_args()
 
     base = Path(args.dir) / "rocketstore-spark-write"
@@ -341,7 +352,13 @@ def main() -> None:
     try:
         for size in [int(s) for s in args.sizes.split(",")]:
             n = args.messages or opts.messages_for(size)
-            df = spark.createDataFrame(spark_input_table(bench_table(n, size)))
+            table = spark_input_table(bench_table(n, size))
+            if args.bodies == "random":
+                rng = random.Random(size)
+                bodies = pa.array([rng.randbytes(size) for _ in range(n)], pa.binary())
+                table = table.set_column(table.schema.get_field_index("body"), "body", bodies)
+            print(f"{size:5d} B bodies: {args.bodies}", flush=True)
+            df = spark.createDataFrame(table)
             df = df.repartition(2).cache()
             df.count()
             writers = _writers(df, str(opts.file_size))
