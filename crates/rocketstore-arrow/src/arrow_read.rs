@@ -1883,6 +1883,18 @@ pub fn index_batch(files: &[IndexFileEntries]) -> Result<RecordBatch> {
 mod tests {
     use super::*;
 
+    /// A fixed-seed xorshift64 generator: `next(n)` is a number in `0..n`, the same sequence
+    /// on every run.
+    fn xorshift() -> impl FnMut(u64) -> u64 {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
     /// The pairs `split_ascii_properties` finds, as text.
     fn split(raw: &[u8]) -> Vec<(String, String)> {
         let mut pairs = Vec::new();
@@ -1939,13 +1951,7 @@ mod tests {
     fn ascii_split_matches_the_utf8_parser_on_random_blobs() {
         // Names drawn from a few bytes, so that repeated names and names sharing a length
         // and first byte (one `name_bit`) but differing later are common.
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift();
         let alphabet = b"ab\x01\x02";
         for _ in 0..20_000 {
             let len = next(40) as usize;
@@ -2082,13 +2088,7 @@ mod tests {
         ];
         // Random blobs over the four names and separators, each repeated once (the second
         // push of a blob goes through its shape if it has one).
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift();
         let parts: [&[u8]; 8] = [
             b"TAGS",
             b"KEYS",
