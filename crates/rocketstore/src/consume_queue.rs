@@ -125,7 +125,7 @@ fn to_i64(v: u64) -> i64 {
 
 /// A file or directory entry created by the dispatch thread whose creation is not durable yet.
 #[derive(Debug)]
-enum Created {
+pub(crate) enum Created {
     /// A new consume queue file (path, size): `fsync` it and its directory.
     File(PathBuf, usize),
     /// A directory that gained an entry (a new topic or queue directory): `fsync` it.

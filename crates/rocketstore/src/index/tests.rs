@@ -884,3 +884,27 @@ fn staged_puts_write_the_same_files_as_build() {
         }
     }
 }
+
+/// The dispatcher creates index files without waiting for the disk; the next flush makes the
+/// creation durable (directory and file) before it msyncs the file.
+#[test]
+fn file_creation_is_synced_by_the_next_flush_not_by_the_dispatcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = service(dir.path(), 64, 4);
+    s.build_index(&req(100, T0, Some("U0"), None)).unwrap();
+    let pending = |s: &IndexService| lock(&s.unsynced).len();
+    // `<root>/index` (its parent gained an entry) and the file.
+    assert_eq!(pending(&s), 2);
+    s.flush().unwrap();
+    assert_eq!(pending(&s), 0);
+    // A roll creates the next file: pending again until the next flush.
+    for i in 1..8 {
+        s.build_index(&req(100 + i, T0 + i, Some(&format!("U{i}")), None))
+            .unwrap();
+    }
+    assert!(s.snapshot().len() >= 2);
+    assert!(pending(&s) >= 1);
+    s.flush().unwrap();
+    assert_eq!(pending(&s), 0);
+    assert_eq!(all(&s, "U7"), vec![107]);
+}
