@@ -495,6 +495,7 @@ def test_stats(store: MessageStore) -> None:
     for key in (
         "flush_count",
         "flush_behind_bytes",
+        "writeback_started_bytes",
         "dispatch_behind_bytes",
         "dispatched_messages",
         "commitlog_files",

@@ -151,6 +151,7 @@ pub(crate) fn stats_dict<'py>(
     d.set_item("put_latency", lat)?;
     d.set_item("flush_count", s.flush_count)?;
     d.set_item("flush_behind_bytes", s.flush_behind_bytes)?;
+    d.set_item("writeback_started_bytes", s.writeback_started_bytes)?;
     d.set_item("dispatch_behind_bytes", s.dispatch_behind_bytes)?;
     d.set_item("dispatched_messages", s.dispatched_messages)?;
     d.set_item("commitlog_files", s.commitlog_files)?;

@@ -860,7 +860,8 @@ impl MessageStore {
     /// Statistics (RocketMQ ``StoreStatsService``) as a dict: ``put_by_topic`` and
     /// ``get_by_topic`` (``{topic: {"messages": n, "bytes": b}}``, since open),
     /// ``put_latency`` (``{bucket: count}`` with RocketMQ's buckets such as ``"[0~10ms]"``),
-    /// ``flush_count``, ``flush_behind_bytes``, ``dispatch_behind_bytes``,
+    /// ``flush_count``, ``flush_behind_bytes``, ``writeback_started_bytes`` (commit log bytes
+    /// whose writeback was started ahead of a flush), ``dispatch_behind_bytes``,
     /// ``dispatched_messages``, ``commitlog_files``, ``consume_queues``, ``index_files``,
     /// ``waiting_pulls`` and ``writer_created_files``.
     ///

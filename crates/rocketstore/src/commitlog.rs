@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -286,6 +287,12 @@ pub(crate) struct CommitLog {
     flush_signal: Arc<Signal>,
     commit_signal: Arc<Signal>,
     wake_flush_on_put: bool,
+    /// `flush_commit_log_writeback_bytes` under ASYNC_FLUSH with background services, else 0.
+    writeback_bytes: u64,
+    /// The end offset of a put at or past which the flush service is woken to start writeback.
+    next_writeback: AtomicU64,
+    /// Set with that wakeup: the flush service's wake asks for writeback only.
+    writeback_due: AtomicBool,
     /// True when services run on threads; false when tests drive them (the writer then creates
     /// files and flushes by itself).
     background: bool,
@@ -348,12 +355,25 @@ impl CommitLog {
             flush_signal,
             commit_signal,
             wake_flush_on_put: !cfg.flush_commit_log_timed,
+            writeback_bytes: cfg.writeback_bytes(),
+            next_writeback: AtomicU64::new(0),
+            writeback_due: AtomicBool::new(false),
             background: cfg.background_threads,
             stage_writes: cfg.pwrite_commit_log,
             sync_creations: std::sync::atomic::AtomicU64::new(0),
             put_stats: Mutex::new(HashMap::new()),
             feed: Feed::default(),
         })
+    }
+
+    /// `flush_commit_log_writeback_bytes` as this log applies it (0: off).
+    pub(crate) fn writeback_bytes(&self) -> u64 {
+        self.writeback_bytes
+    }
+
+    /// True once after a put asked the flush service to start writeback (and cleared).
+    pub(crate) fn take_writeback_due(&self) -> bool {
+        self.writeback_due.swap(false, Ordering::AcqRel)
     }
 
     pub(crate) fn queue(&self) -> &MappedFileQueue {
@@ -735,6 +755,13 @@ impl CommitLog {
         match self.flush_disk_type {
             FlushDiskType::AsyncFlush => {
                 if self.wake_flush_on_put && self.background {
+                    self.flush_signal.wakeup();
+                } else if self.writeback_bytes > 0
+                    && end >= self.next_writeback.load(Ordering::Relaxed)
+                {
+                    self.next_writeback
+                        .store(end + self.writeback_bytes, Ordering::Relaxed);
+                    self.writeback_due.store(true, Ordering::Release);
                     self.flush_signal.wakeup();
                 }
                 Ok(())

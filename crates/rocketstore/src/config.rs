@@ -272,6 +272,12 @@ store_config! {
         /// At least this often (ms), flush whatever is dirty (RocketMQ
         /// `flushCommitLogThoroughInterval`).
         flush_commit_log_thorough_interval: u64 = 10_000, [0, 3_600_000], Some("flushCommitLogThoroughInterval");
+        /// Under ASYNC_FLUSH, start the kernel's writeback of the commit log every time this
+        /// many bytes have been written since the last start, without waiting for it (ours,
+        /// like RocksDB's `bytes_per_sync`; Linux `sync_file_range`). The disk then writes
+        /// while the writer goes on, and a flush or close finds little left to wait for.
+        /// Bytes are durable only once a flush covers them, as without it. 0 turns it off.
+        flush_commit_log_writeback_bytes: u64 = 4 * 1024 * 1024, [0, 1 << 30], None;
         /// Commit service period in ms, transient pool only (RocketMQ `commitIntervalCommitLog`).
         commit_interval_commit_log: u64 = 200, [1, 3_600_000], Some("commitIntervalCommitLog");
         /// Pages that must be written before a commit runs (RocketMQ `commitCommitLogLeastPages`).
@@ -450,6 +456,16 @@ fn str_value<'a>(key: &str, value: &'a ConfigValue) -> Result<&'a str> {
 }
 
 impl StoreConfig {
+    /// `flush_commit_log_writeback_bytes` where it applies: ASYNC_FLUSH with background
+    /// services (SYNC_FLUSH flushes after every put anyway); 0 elsewhere.
+    pub(crate) fn writeback_bytes(&self) -> u64 {
+        if self.flush_disk_type == FlushDiskType::AsyncFlush && self.background_threads {
+            self.flush_commit_log_writeback_bytes
+        } else {
+            0
+        }
+    }
+
     /// New commit log files are pre-faulted: `populate_mapped_file`, unless messages go through
     /// the transient store pool (`pwrite`, which needs no fault). With `pwrite_commit_log` only
     /// ahead of the appends stored into the mapping (see `segment::allocator`).

@@ -10,6 +10,8 @@
 //!   hash slots), reachable only as atomics; `[words, published)` is published and immutable,
 //!   reachable only as shared slices (`read`); `[published, len)` belongs to the single writer.
 //!   Readers load `published` with `Acquire`; any number of threads may read.
+//! - [`start_writeback`] is the one system call on a descriptor rather than a mapping
+//!   (`sync_file_range`); it is here because it needs `unsafe`, and it touches no memory.
 //! - [`AppendWriter`] is the one write handle of an `AppendRegion` (claimed with
 //!   [`AppendRegion::writer`]; a second claim is refused until the first is dropped). It writes
 //!   only at or above the watermark, and `publish` raises the watermark with `Release` after the
@@ -231,6 +233,32 @@ impl MmapRegion {
     pub(crate) fn unlock(&self) -> io::Result<()> {
         self.raw.unlock()
     }
+}
+
+/// Starts the kernel's writeback of the dirty pages of `[offset, offset + len)` of `file`
+/// without waiting for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so a later `msync` or
+/// `fsync` of the range finds them clean or already in flight. It makes nothing durable: only
+/// that later call does. Not Linux: does nothing.
+pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let too_big = |_| io::Error::new(io::ErrorKind::InvalidInput, "writeback range too large");
+        let offset = i64::try_from(offset).map_err(too_big)?;
+        let len = i64::try_from(len).map_err(too_big)?;
+        // SAFETY: `sync_file_range` reads and writes no memory of this process: it takes a
+        // descriptor, which `file` keeps open for the whole call (the borrow), two integers
+        // and flags. No mapping invariant is involved.
+        let rc = unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
+    Ok(())
 }
 
 /// A mapping with a published watermark: `[0, words)` atomic words, `[words, published)`

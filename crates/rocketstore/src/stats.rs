@@ -128,6 +128,9 @@ pub struct StoreStats {
     pub flush_count: u64,
     /// Commit log bytes written but not yet known durable (`wrote - flushed`).
     pub flush_behind_bytes: u64,
+    /// Commit log bytes whose writeback to disk was started ahead of a flush since open
+    /// (`flush_commit_log_writeback_bytes`); they are durable only once flushed.
+    pub writeback_started_bytes: u64,
     /// Commit log bytes not yet dispatched to consume queues and index files (RocketMQ
     /// `dispatchBehindBytes`).
     pub dispatch_behind_bytes: u64,

@@ -1316,6 +1316,7 @@ impl Store {
             put_by_topic: self.log.put_stats(),
             flush_count: self.health.flush_count(),
             flush_behind_bytes: c.wrote.saturating_sub(c.flushed),
+            writeback_started_bytes: self.log.queue().writeback_started(),
             dispatch_behind_bytes: self.dispatch_behind_bytes(),
             dispatched_messages: self.dispatcher.dispatched(),
             commitlog_files: self.log.queue().len(),

@@ -319,3 +319,76 @@ fn sync_flush_without_background_threads_flushes_inline() {
     assert!(store.writer_created_files() > 1);
     store.close().unwrap();
 }
+
+#[test]
+fn writeback_wakes_start_writeback_without_flushing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        cfg(&[
+            ("mapped_file_size_commit_log", ConfigValue::Int(MIB as i64)),
+            // No timed flush during the test: only writeback wakes reach the flush service.
+            ("flush_interval_commit_log", ConfigValue::Int(3_600_000)),
+            (
+                "flush_commit_log_writeback_bytes",
+                ConfigValue::Int(16 * 1024),
+            ),
+        ])
+    };
+    let store = Store::open(dir.path(), config()).unwrap();
+    let body = vec![7u8; 700];
+    for i in 0..3000 {
+        let r = store
+            .put(&PutMessage {
+                topic: "WritebackTopic",
+                body: &body,
+                queue_id: i % 4,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+    }
+    let wrote = store.cursors().wrote;
+    assert!(wrote > 2 * MIB, "the puts span three files");
+    // Writeback of every file the writer left, and of the current one in 16 KiB steps.
+    wait_for("writeback to start", Duration::from_secs(20), || {
+        store.stats().writeback_started_bytes >= 2 * MIB
+    });
+    let s = store.stats();
+    assert!(s.writeback_started_bytes <= wrote, "{s:?}");
+    // Starting writeback is not a flush: nothing is published as durable.
+    assert_eq!(store.cursors().flushed, 0);
+    assert_eq!(s.flush_count, 0);
+    store.close().unwrap();
+
+    let store = Store::open(dir.path(), config()).unwrap();
+    assert_eq!(store.cursors().wrote, wrote, "close flushed every byte");
+    assert_eq!(store.stats().writeback_started_bytes, 0);
+    store.close().unwrap();
+}
+
+#[test]
+fn writeback_bytes_zero_starts_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        cfg(&[
+            ("mapped_file_size_commit_log", ConfigValue::Int(MIB as i64)),
+            ("flush_interval_commit_log", ConfigValue::Int(3_600_000)),
+            ("flush_commit_log_writeback_bytes", ConfigValue::Int(0)),
+        ]),
+    )
+    .unwrap();
+    let body = vec![7u8; 700];
+    for _ in 0..2000 {
+        store
+            .put(&PutMessage {
+                topic: "WritebackTopic",
+                body: &body,
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(store.stats().writeback_started_bytes, 0);
+    store.close().unwrap();
+}

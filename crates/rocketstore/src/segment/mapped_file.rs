@@ -88,6 +88,8 @@ pub(crate) struct MappedFile {
     wrote: AtomicUsize,
     committed: AtomicUsize,
     flushed: AtomicUsize,
+    /// Bytes whose writeback was started ([`MappedFile::start_writeback`]); not durable.
+    writeback: AtomicUsize,
     /// Serializes commits (the commit service and a flush-until-durable caller).
     commit_lock: Mutex<()>,
     last_store_timestamp: AtomicI64,
@@ -177,6 +179,7 @@ impl MappedFile {
             wrote: AtomicUsize::new(size),
             committed: AtomicUsize::new(size),
             flushed: AtomicUsize::new(size),
+            writeback: AtomicUsize::new(size),
             commit_lock: Mutex::new(()),
             last_store_timestamp: AtomicI64::new(0),
             locked: AtomicBool::new(false),
@@ -284,6 +287,7 @@ impl MappedFile {
         self.wrote.store(pos, Ordering::Release);
         self.committed.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
+        self.writeback.store(pos, Ordering::Release);
         Ok(())
     }
 
@@ -418,6 +422,42 @@ impl MappedFile {
         // Release: a reader of `flushed` sees a position whose bytes were made durable.
         self.flushed.fetch_max(read, Ordering::AcqRel);
         Ok(self.flushed())
+    }
+
+    /// Starts the kernel's writeback of the whole pages of `[max(flushed, writeback started),
+    /// read position)` if there are at least `least_bytes` of them (at least one page), without
+    /// waiting for it ([`crate::mmap::start_writeback`]). Returns the bytes it started. A
+    /// later [`MappedFile::flush`] of those bytes then has less (or nothing) left to write;
+    /// only that flush makes them durable, and `flushed` does not move here. A file system
+    /// that does not support it is skipped; any other error is an I/O error.
+    pub(crate) fn start_writeback(&self, least_bytes: usize) -> Result<usize> {
+        if !self.writable {
+            return Ok(0);
+        }
+        let read = self.read_position();
+        let end = read - read % OS_PAGE_SIZE;
+        let from = self.flushed().max(self.writeback.load(Ordering::Acquire));
+        let start = from - from % OS_PAGE_SIZE;
+        if end <= start || end - start < least_bytes.max(OS_PAGE_SIZE) {
+            return Ok(0);
+        }
+        match crate::mmap::start_writeback(&self.file, start as u64, (end - start) as u64) {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(c) if c == rustix::io::Errno::INVAL.raw_os_error()
+                        || c == rustix::io::Errno::SPIPE.raw_os_error()
+                        || c == rustix::io::Errno::NOSYS.raw_os_error()
+                        || c == rustix::io::Errno::OPNOTSUPP.raw_os_error()
+                ) =>
+            {
+                return Ok(0)
+            }
+            Err(e) => return Err(Error::io("sync_file_range", &self.path, e)),
+        }
+        self.writeback.fetch_max(end, Ordering::AcqRel);
+        Ok(end - start)
     }
 
     fn able_to_commit(&self, least_pages: usize) -> bool {
@@ -887,6 +927,38 @@ mod tests {
             warm: None,
             prealloc: None,
         }
+    }
+
+    #[test]
+    fn start_writeback_covers_whole_written_pages_once_and_flushes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Arc::new(MappedFile::create(&dir.path().join("0"), 0, 65536, &opts()).unwrap());
+        let mut w = f.writer().unwrap();
+        assert_eq!(f.start_writeback(0).unwrap(), 0, "nothing written");
+        w.write_with(0, 10_000, |b| b.fill(1)).unwrap();
+        w.publish(10_000);
+        assert_eq!(
+            f.start_writeback(3 * 4096).unwrap(),
+            0,
+            "two whole pages < least"
+        );
+        assert_eq!(f.start_writeback(0).unwrap(), 8192, "the two whole pages");
+        assert_eq!(f.start_writeback(0).unwrap(), 0, "not started twice");
+        assert_eq!(f.flushed(), 0, "not a flush");
+        w.write_with(10_000, 10_000, |b| b.fill(2)).unwrap();
+        w.publish(20_000);
+        assert_eq!(
+            f.start_writeback(0).unwrap(),
+            8192,
+            "pages 2 and 3, from the last end"
+        );
+        assert_eq!(f.flush(0).unwrap(), 20_000);
+        w.write_with(20_000, 20_000, |b| b.fill(3)).unwrap();
+        w.publish(40_000);
+        // From the flushed position's page (16384), to the last whole page (36864).
+        assert_eq!(f.start_writeback(0).unwrap(), 36_864 - 16_384);
+        let read = MappedFile::open(&dir.path().join("0"), 0, 65536, false).unwrap();
+        assert_eq!(read.slice(39_999, 1).unwrap(), [3]);
     }
 
     #[test]

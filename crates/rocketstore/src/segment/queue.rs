@@ -27,6 +27,8 @@ pub(crate) struct MappedFileQueue {
     writable: bool,
     files: RwLock<Vec<Arc<MappedFile>>>,
     flushed_where: AtomicU64,
+    /// Bytes whose writeback was started ahead of a flush (statistics).
+    writeback_started: AtomicU64,
     committed_where: AtomicU64,
     store_timestamp: AtomicI64,
 }
@@ -124,6 +126,7 @@ impl MappedFileQueue {
             writable,
             files: RwLock::new(files),
             flushed_where: AtomicU64::new(0),
+            writeback_started: AtomicU64::new(0),
             committed_where: AtomicU64::new(0),
             store_timestamp: AtomicI64::new(0),
         })
@@ -249,6 +252,11 @@ impl MappedFileQueue {
         files.last().map_or(0, |f| f.from() + f.committed() as u64)
     }
 
+    /// Bytes whose writeback [`MappedFileQueue::start_writeback`] started since open.
+    pub(crate) fn writeback_started(&self) -> u64 {
+        self.writeback_started.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn flushed_where(&self) -> u64 {
         self.flushed_where.load(Ordering::Acquire)
     }
@@ -293,6 +301,28 @@ impl MappedFileQueue {
             }
         }
         Ok(moved)
+    }
+
+    /// Starts the kernel's writeback of the written but unflushed whole pages of each file
+    /// from the one containing `flushed_where` ([`MappedFile::start_writeback`]): in the last file
+    /// only if at least `least_bytes` are waiting, in the files before it whatever waits. No
+    /// wait; `flushed_where` does not move. Returns the bytes started.
+    pub(crate) fn start_writeback(&self, least_bytes: usize) -> Result<u64> {
+        let flushed = self.flushed_where();
+        let files: Vec<Arc<MappedFile>> = self
+            .read()
+            .iter()
+            .filter(|f| f.from() + f.size() as u64 > flushed)
+            .cloned()
+            .collect();
+        let last = files.len().saturating_sub(1);
+        let mut started = 0;
+        for (i, file) in files.iter().enumerate() {
+            // A file the writer has left: whatever it has, however little.
+            started += file.start_writeback(if i < last { 0 } else { least_bytes })? as u64;
+        }
+        self.writeback_started.fetch_add(started, Ordering::Relaxed);
+        Ok(started)
     }
 
     /// Commits the file containing `committed_where`. Returns true if something was committed.

@@ -3,7 +3,11 @@
 //!
 //! - ASYNC_FLUSH: every `flush_interval_commit_log` ms flush at least
 //!   `flush_commit_log_least_pages` pages, or whatever is dirty once
-//!   `flush_commit_log_thorough_interval` ms have passed since the last thorough flush.
+//!   `flush_commit_log_thorough_interval` ms have passed since the last thorough flush. In
+//!   between, a put that passes the next `flush_commit_log_writeback_bytes` boundary wakes the
+//!   service to start the kernel's writeback of what is written (no wait, nothing published
+//!   as durable), so the disk writes while the writer goes on and the next flush or the close
+//!   has little left to wait for. Such a wake does not move the next flush.
 //! - SYNC_FLUSH (group commit): woken by each put, flush everything written so far and publish
 //!   the new durable offset; every waiting put whose end is covered returns at once, so many
 //!   puts share one flush.
@@ -31,6 +35,10 @@ pub(crate) struct FlushService {
     least_pages: usize,
     thorough_interval: Duration,
     last_thorough: Instant,
+    /// When the last flush pass (ASYNC_FLUSH) started.
+    last_pass: Instant,
+    /// Flush only when the interval has passed, not on every wake (`flush_commit_log_timed`).
+    timed: bool,
     reput_signal: Option<Arc<Signal>>,
 }
 
@@ -50,6 +58,8 @@ impl FlushService {
             least_pages: cfg.flush_commit_log_least_pages as usize,
             thorough_interval: Duration::from_millis(cfg.flush_commit_log_thorough_interval),
             last_thorough: Instant::now(),
+            last_pass: Instant::now(),
+            timed: cfg.flush_commit_log_timed,
             reput_signal: None,
         }
     }
@@ -67,11 +77,15 @@ impl Service for FlushService {
         match self.mode {
             // GroupCommitService waits 10 ms between swaps; puts wake it earlier.
             FlushDiskType::SyncFlush => Duration::from_millis(10),
-            FlushDiskType::AsyncFlush => self.interval,
+            // What is left of the interval: a writeback wake does not postpone the flush.
+            FlushDiskType::AsyncFlush => self
+                .interval
+                .saturating_sub(self.last_pass.elapsed())
+                .max(Duration::from_millis(1)),
         }
     }
 
-    fn run_once(&mut self, _why: Wake) -> Result<()> {
+    fn run_once(&mut self, why: Wake) -> Result<()> {
         self.log.health().check()?;
         match self.mode {
             FlushDiskType::SyncFlush => {
@@ -85,6 +99,18 @@ impl Service for FlushService {
                 }
             }
             FlushDiskType::AsyncFlush => {
+                let writeback_only = self.log.take_writeback_due()
+                    && why == Wake::Notified
+                    && self.timed
+                    && self.last_pass.elapsed() < self.interval;
+                if writeback_only {
+                    let least = usize::try_from(self.log.writeback_bytes()).unwrap_or(usize::MAX);
+                    return match self.log.queue().start_writeback(least) {
+                        Ok(_) => Ok(()),
+                        Err(e) => Err(self.fail(e)),
+                    };
+                }
+                self.last_pass = Instant::now();
                 let thorough = self.last_thorough.elapsed() >= self.thorough_interval;
                 let least = if thorough { 0 } else { self.least_pages };
                 if thorough {
