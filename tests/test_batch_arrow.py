@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from rocketstore import MessageStore
-from rocketstore._arrow import RESULT_SCHEMA
+from rocketstore._arrow import COLUMNS, RESULT_SCHEMA
 from rocketstore.exceptions import (
     InvalidMessageError,
     MessageTooLargeError,
@@ -61,6 +61,15 @@ def test_minimal_table_round_trip(store: MessageStore) -> None:
     assert result.column("msg_id").to_pylist() == [m.msg_id for m in msgs]
     assert result.column("wrote_bytes").to_pylist() == [m.store_size for m in msgs]
     assert result.column("store_timestamp").to_pylist() == [m.store_timestamp for m in msgs]
+
+
+def test_put_columns_are_the_native_list_and_put_argument_names() -> None:
+    import inspect
+
+    assert COLUMNS[:2] == ("topic", "body")
+    assert len(set(COLUMNS)) == len(COLUMNS)
+    params = inspect.signature(MessageStore.put).parameters
+    assert set(COLUMNS) <= set(params), set(COLUMNS) - set(params)
 
 
 def test_every_column(store: MessageStore) -> None:

@@ -22,22 +22,8 @@ __all__ = [
     "RESULT_SCHEMA",
 ]
 
-#: The columns put_batch accepts (put()'s argument names).
-COLUMNS = (
-    "topic",
-    "body",
-    "queue_id",
-    "tags",
-    "keys",
-    "properties",
-    "flag",
-    "born_timestamp",
-    "born_host",
-    "store_host",
-    "delay_level",
-    "transaction",
-    "prepared_transaction_offset",
-)
+#: The columns put_batch accepts (put()'s argument names), as the native module defines them.
+COLUMNS: tuple[str, ...] = _native.PUT_COLUMNS
 #: The put columns that hold text.
 _TEXT_COLUMNS = ("topic", "tags", "born_host", "store_host", "transaction")
 

@@ -58,6 +58,7 @@ from rocketstore.exceptions import (
 
 __all__ = [
     "DEFAULT_MAX_BATCH_BYTES",
+    "PUT_COLUMNS",
     "ConfigField",
     "CorruptionError",
     "DiskFullError",
@@ -97,6 +98,8 @@ __all__ = [
 __version__: str
 #: Default ``max_bytes`` of the Arrow reads: stored bytes per batch (8 MiB).
 DEFAULT_MAX_BATCH_BYTES: int
+#: The columns ``put_batch`` accepts (``put()``'s argument names), in their usual order.
+PUT_COLUMNS: tuple[str, ...]
 
 def _arrow_split_counts() -> tuple[int, int]:
     """Arrow read batches built on several threads, and split builds given up for one thread

@@ -56,6 +56,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "DEFAULT_MAX_BATCH_BYTES",
         rocketstore_arrow::arrow_read::DEFAULT_MAX_BATCH_BYTES,
     )?;
+    m.add(
+        "PUT_COLUMNS",
+        pyo3::types::PyTuple::new(m.py(), rocketstore_arrow::put::PUT_FIELDS)?,
+    )?;
     store::register_fork_hook(m)?;
     error::register(m)?;
     m.add_class::<store::MessageStore>()?;
