@@ -146,7 +146,13 @@ pub(crate) struct CreationSyncs {
 }
 
 impl CreationSyncs {
-    fn push(&self, c: Created) {
+    /// Creations pushed and not yet made durable.
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
+    pub(crate) fn push(&self, c: Created) {
         lock(&self.pending).push(c);
         if let Some(s) = self.wake.get() {
             s.wakeup();

@@ -33,7 +33,7 @@ use rocketstore_format::{
     INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
 };
 
-use crate::consume_queue::Created;
+use crate::consume_queue::{Created, CreationSyncs};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::mmap::AppendWriter;
 use crate::segment::{CreateOptions, MappedFile};
@@ -768,7 +768,7 @@ pub(crate) struct IndexService {
     /// next [`IndexService::flush_mark`] `fsync`s them before it msyncs anything, so the
     /// dispatcher never waits for the disk (a new file's `fsync` would queue behind the commit
     /// log's writeback).
-    unsynced: Mutex<Vec<Created>>,
+    unsynced: CreationSyncs,
     /// endTimestamp of the newest full file known flushed (checkpoint `indexMsgTimestamp`).
     last_full_end_timestamp: AtomicI64,
 }
@@ -831,7 +831,7 @@ impl IndexService {
             files: RwLock::new(Vec::new()),
             writer: Mutex::new(()),
             unflushed_full: Mutex::new(Vec::new()),
-            unsynced: Mutex::new(Vec::new()),
+            unsynced: CreationSyncs::default(),
             last_full_end_timestamp: AtomicI64::new(0),
         };
         let meta = match std::fs::symlink_metadata(&dir) {
@@ -1004,7 +1004,7 @@ impl IndexService {
         if !self.dir.is_dir() {
             std::fs::create_dir_all(&self.dir).map_err(|e| Error::io("mkdir", &self.dir, e))?;
             if let Some(parent) = self.dir.parent() {
-                lock(&self.unsynced).push(Created::Dir(parent.to_path_buf()));
+                self.unsynced.push(Created::Dir(parent.to_path_buf()));
             }
         }
         let mut now = chrono::Local::now().naive_local();
@@ -1036,7 +1036,8 @@ impl IndexService {
                 Ok(mf) => {
                     #[cfg(feature = "powerloss")]
                     crate::powerloss::unsynced(&path);
-                    lock(&self.unsynced).push(Created::File(path.clone(), self.file_size));
+                    self.unsynced
+                        .push(Created::File(path.clone(), self.file_size));
                     let f = IndexFile::new(mf, name, self.slots, self.entries)?;
                     if prev_end_phy > 0 {
                         f.store_i64(H_BEGIN_PHY_OFFSET, prev_end_phy);
@@ -1176,7 +1177,7 @@ impl IndexService {
         if !self.writable {
             return Ok(None);
         }
-        self.sync_created()?;
+        self.unsynced.sync()?;
         let (pending, snap) = {
             let _w = lock(&self.writer);
             let pending = std::mem::take(&mut *lock(&self.unflushed_full));
@@ -1208,32 +1209,6 @@ impl IndexService {
                 .fetch_max(mark.end_ts, Ordering::AcqRel);
         }
         Ok((mark.file > 0).then_some(mark))
-    }
-
-    /// `fsync`s the directories, then the files (each with its directory), that the dispatcher
-    /// created since the last call. On failure everything not yet synced stays pending.
-    fn sync_created(&self) -> Result<()> {
-        let taken = std::mem::take(&mut *lock(&self.unsynced));
-        let mut done = 0;
-        let result = taken.iter().try_for_each(|c| {
-            match c {
-                Created::Dir(d) => match fsync_dir(d) {
-                    Err(Error::Io { source, .. })
-                        if source.kind() == std::io::ErrorKind::NotFound => {}
-                    other => other?,
-                },
-                Created::File(f, size) => MappedFile::sync_created(f, *size)?,
-            }
-            done += 1;
-            Ok(())
-        });
-        if result.is_err() {
-            let mut pending = lock(&self.unsynced);
-            let newer = std::mem::take(&mut *pending);
-            pending.extend(taken.into_iter().skip(done));
-            pending.extend(newer);
-        }
-        result
     }
 
     /// Abnormal recovery after a power loss: cuts the index back to a durable mark of the

@@ -892,7 +892,7 @@ fn file_creation_is_synced_by_the_next_flush_not_by_the_dispatcher() {
     let dir = tempfile::tempdir().unwrap();
     let s = service(dir.path(), 64, 4);
     s.build_index(&req(100, T0, Some("U0"), None)).unwrap();
-    let pending = |s: &IndexService| lock(&s.unsynced).len();
+    let pending = |s: &IndexService| s.unsynced.pending();
     // `<root>/index` (its parent gained an entry) and the file.
     assert_eq!(pending(&s), 2);
     s.flush().unwrap();
