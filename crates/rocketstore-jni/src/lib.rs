@@ -327,12 +327,10 @@ pub extern "system" fn Java_rocketstore_spark_NativeWriter_put<'l>(
 ) {
     guarded(&mut env, (), |env| {
         let n = usize::try_from(length).map_err(|_| Failure(format!("bad length {length}")))?;
-        let mut signed = vec![0i8; n];
-        env.get_byte_array_region(&ipc, 0, &mut signed)
-            .map_err(jni_err)?;
-        // i8 -> u8 of the same layout: collected in place (no second buffer).
-        let bytes: Vec<u8> = signed.into_iter().map(|b| b as u8).collect();
-        writer::put(handle, bytes)
+        // One copy, into the handle's reused buffer.
+        writer::put_with(handle, n, |dst| {
+            env.get_byte_array_region(&ipc, 0, dst).map_err(jni_err)
+        })
     });
 }
 

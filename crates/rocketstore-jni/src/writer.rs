@@ -4,8 +4,9 @@
 //! * `open(path, liveMarker, jobId, keys, values, selector, queueNums, partition, taskAttempt)`
 //!   makes a task writer (the store is created at the first row) and returns its handle;
 //! * `put(handle, bytes, length)` decodes the IPC stream (schema, batches, end of stream; the
-//!   buffers are sliced from one copy of the Java bytes, not copied again) and puts each batch
-//!   ([`TaskWriter::put`]: queue selection, body digest, `put_batch`, status check);
+//!   buffers are sliced from one copy of the Java bytes, not copied again, into a buffer the
+//!   handle keeps from call to call) and puts each batch ([`TaskWriter::put`]: queue selection,
+//!   body digest, `put_batch`, status check);
 //! * `finish(handle)` flushes and closes the store and returns the statistics as JSON
 //!   ([`rocketstore_arrow::spark_write::TaskStats::to_json`]), or null if the task had no rows;
 //! * `abort(handle)` closes the store and removes the task's directory;
@@ -28,6 +29,10 @@ use crate::{config_of, Failure};
 struct Entry {
     writer: TaskWriter,
     done: bool,
+    /// The bytes of the last `put`, kept for the next one: a batch is copied from the Java
+    /// array into memory already in use (a fresh multi-MiB buffer per batch would be zeroed,
+    /// then first-touched page by page).
+    scratch: Vec<i8>,
 }
 
 type Shared = Arc<Mutex<Entry>>;
@@ -99,25 +104,58 @@ pub fn open(args: OpenArgs, pairs: &[(String, String)]) -> Result<i64, Failure> 
     let entry = Entry {
         writer: TaskWriter::new(spec),
         done: false,
+        scratch: Vec::new(),
     };
     let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
     with_writers(|m| m.insert(handle, Arc::new(Mutex::new(entry))));
     Ok(handle)
 }
 
-/// Decodes `bytes` (an Arrow IPC stream) and puts every batch.
-pub fn put(handle: i64, bytes: Vec<u8>) -> Result<(), Failure> {
+/// Puts every batch of an Arrow IPC stream of `len` bytes, which `fill` copies into the
+/// handle's buffer (JNI's `GetByteArrayRegion`; the buffer's bytes before the call are
+/// unspecified).
+pub fn put_with(
+    handle: i64,
+    len: usize,
+    fill: impl FnOnce(&mut [i8]) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     let shared = get(handle)?;
     let mut entry = shared.lock().unwrap_or_else(PoisonError::into_inner);
     if entry.done {
         return Err(Failure(format!("task writer {handle} has already ended")));
     }
+    let mut scratch = std::mem::take(&mut entry.scratch);
+    // Only a buffer that grows is zeroed (its new part).
+    scratch.resize(len, 0);
+    fill(&mut scratch)?;
+    let whole = Buffer::from_vec(scratch);
+    let result = put_stream(&mut entry.writer, whole.clone());
+    // Every slice of the stream is gone with the decoder and its batches: the buffer is the
+    // handle's again (else the next call allocates one).
+    if let Ok(v) = whole.into_vec::<i8>() {
+        entry.scratch = v;
+    }
+    result
+}
+
+/// [`put_with`] of `bytes`.
+#[cfg(test)]
+pub fn put(handle: i64, bytes: &[u8]) -> Result<(), Failure> {
+    put_with(handle, bytes.len(), |dst| {
+        for (d, &b) in dst.iter_mut().zip(bytes) {
+            *d = i8::from_ne_bytes([b]);
+        }
+        Ok(())
+    })
+}
+
+/// Decodes `buffer` (an Arrow IPC stream: schema, batches, end) and puts every batch.
+fn put_stream(writer: &mut TaskWriter, mut buffer: Buffer) -> Result<(), Failure> {
     let ipc = |e: arrow_schema::ArrowError| Failure(format!("cannot read the Arrow batch: {e}"));
-    let mut buffer = Buffer::from_vec(bytes);
     let mut decoder = StreamDecoder::new();
     while !buffer.is_empty() {
         if let Some(batch) = decoder.decode(&mut buffer).map_err(ipc)? {
-            entry.writer.put(&batch).map_err(|e| Failure::of(&e))?;
+            writer.put(&batch).map_err(|e| Failure::of(&e))?;
         }
     }
     decoder.finish().map_err(ipc)
@@ -202,10 +240,19 @@ mod tests {
         let h = open(args(&path), &[]).unwrap();
         put(
             h,
-            ipc(&["T", "T", "U"], &[Some(b"a"), Some(b"b"), Some(b"c")]),
+            &ipc(&["T", "T", "U"], &[Some(b"a"), Some(b"b"), Some(b"c")]),
         )
         .unwrap();
-        put(h, ipc(&["T"], &[Some(b"d")])).unwrap();
+        // The first put's buffer is kept and reused by the next (no allocation per batch).
+        let kept = |h| {
+            let e = get(h).unwrap();
+            let e = e.lock().unwrap();
+            (e.scratch.as_ptr(), e.scratch.capacity())
+        };
+        let (at, capacity) = kept(h);
+        assert!(capacity > 0);
+        put(h, &ipc(&["T"], &[Some(b"d")])).unwrap();
+        assert_eq!(kept(h).0, at, "a smaller batch reuses the buffer");
         let json = finish(h).unwrap().unwrap();
         close(h);
         assert!(json.starts_with("{\"messages\": 4, \"bytes\": "), "{json}");
@@ -228,8 +275,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("_temporary/j/part-00001-7");
         let h = open(args(&path), &[]).unwrap();
-        put(h, ipc(&["T", "T"], &[Some(b"a"), Some(b"b")])).unwrap();
-        let Failure(msg) = put(h, ipc(&["T", "T"], &[Some(b"c"), None])).unwrap_err();
+        put(h, &ipc(&["T", "T"], &[Some(b"a"), Some(b"b")])).unwrap();
+        let Failure(msg) = put(h, &ipc(&["T", "T"], &[Some(b"c"), None])).unwrap_err();
         assert!(msg.contains("invalid body: message 1: is null"), "{msg}");
         assert!(
             msg.contains("Spark partition 1 (task attempt 7), rows 2..3"),
@@ -249,7 +296,7 @@ mod tests {
         assert_eq!(finish(h).unwrap(), None);
         close(h);
         assert!(!path.exists());
-        assert!(put(h, Vec::new()).is_err());
+        assert!(put(h, &[]).is_err());
     }
 
     #[test]
@@ -263,7 +310,7 @@ mod tests {
             .to_string_lossy()
             .into();
         let h = open(a, &[]).unwrap();
-        let Failure(msg) = put(h, ipc(&["T"], &[Some(b"a")])).unwrap_err();
+        let Failure(msg) = put(h, &ipc(&["T"], &[Some(b"a")])).unwrap_err();
         assert!(msg.contains("has already ended"), "{msg}");
         close(h);
         assert!(!path.exists());

@@ -3,12 +3,14 @@ package rocketstore.spark;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.channels.Channels;
+import java.nio.ByteBuffer;
+import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -301,14 +303,54 @@ final class JvmWrite {
         }
     }
 
-    /** A {@link ByteArrayOutputStream} whose buffer is handed out without a copy. */
-    private static final class Bytes extends ByteArrayOutputStream {
-        Bytes(int size) {
-            super(size);
+    /**
+     * A channel into a growable byte array, handed out without a copy. The IPC writer's
+     * off-heap buffers are copied straight into it ({@code Channels.newChannel} of an output
+     * stream copies each one twice, through an 8 KiB bounce array).
+     */
+    static final class Bytes implements WritableByteChannel {
+        private byte[] buf;
+        private int size;
+
+        Bytes(int capacity) {
+            buf = new byte[capacity];
+        }
+
+        @Override
+        public int write(ByteBuffer src) {
+            int n = src.remaining();
+            if (n > buf.length - size) {
+                long want = Math.max((long) size + n, 2L * buf.length);
+                if ((long) size + n > Integer.MAX_VALUE - 8) {
+                    throw new IllegalStateException("rocketstore JVM writer: batch over 2 GiB");
+                }
+                buf = Arrays.copyOf(buf, (int) Math.min(want, Integer.MAX_VALUE - 8));
+            }
+            src.get(buf, size, n);
+            size += n;
+            return n;
+        }
+
+        @Override
+        public boolean isOpen() {
+            return true;
+        }
+
+        @Override
+        public void close() {
+            // The array is reused for the next batch.
+        }
+
+        void reset() {
+            size = 0;
         }
 
         byte[] buffer() {
             return buf;
+        }
+
+        int size() {
+            return size;
         }
     }
 
@@ -383,7 +425,7 @@ final class JvmWrite {
             }
             arrow.finish();
             out.reset();
-            try (ArrowStreamWriter w = new ArrowStreamWriter(batch, null, Channels.newChannel(out))) {
+            try (ArrowStreamWriter w = new ArrowStreamWriter(batch, null, out)) {
                 w.start();
                 w.writeBatch();
                 w.end();
