@@ -56,7 +56,7 @@ endif
 
 say = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help venv build jvm wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles layering \
+.PHONY: help venv build jvm wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles layering shared-builds \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
 	rust-failpoint-tests rust-powerloss-tests bench-check test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
@@ -187,7 +187,7 @@ endif
 
 lint: lint-rust lint-python ## All style checks: rustfmt, clippy, rustdoc, ruff, mypy, stubtest, import circles
 
-lint-rust: fmt-check layering clippy rustdoc
+lint-rust: fmt-check layering shared-builds clippy rustdoc
 lint-python: ruff mypy stubtest py-import-cycles
 
 fmt-check:
@@ -197,6 +197,10 @@ fmt-check:
 layering:
 	$(call say,Engine module layering: no import circle and no upward import (tests/check_layering.py))
 	$(PYTHON) tests/check_layering.py
+
+shared-builds:
+	$(call say,Shared release builds: the extension, the JVM library and the benches turn on the same dependency features (tests/check_shared_builds.py))
+	$(PYTHON) tests/check_shared_builds.py
 
 clippy:
 	$(call say,Rust lints: clippy with warnings as errors)
