@@ -104,7 +104,10 @@ CARGO_TARGET := $(or $(CARGO_TARGET_DIR),target)
 
 $(JVM_LIB): $(DEPS_STAMP) $(RUST_INPUTS)
 	$(call say,Building the JVM reader's native library (crates/rocketstore-jni, release))
-	$(CARGO) build $(LOCKED) --release -p rocketstore-jni
+	@# As maturin builds the extension: the library alone, as a cdylib. Its dependencies are then
+	@# compiled as for the extension (bitcode only, for the cdylib's LTO), so the build reuses them
+	@# (tests/check_shared_builds.py); with the crate's rlib as well they would be compiled again.
+	$(CARGO) rustc $(LOCKED) --release -p rocketstore-jni --lib --crate-type cdylib
 	@mkdir -p $(JVM_DIR)
 	@# Debug info off (41 MB -> a few MB); the symbol table stays for profilers.
 	@if command -v strip >/dev/null 2>&1; then \

@@ -9,7 +9,10 @@ builds therefore asks for the features the others turn on (the "not used by this
 lines in ``crates/rocketstore-jni/Cargo.toml`` and ``benches/Cargo.toml``); this script checks
 that every package the Python build shares with another has the same features in both, so that
 arrow and the engine are compiled once per clean build instead of three times (about a third of
-CI's time).
+CI's time). Features are not all: a dependency's fingerprint also holds its LTO mode, which
+follows what its dependents are, so the Makefile builds the JVM library as maturin builds the
+extension (``cargo rustc --lib --crate-type cdylib``: bitcode-only dependencies), and the
+``bench`` profile is the ``release`` profile unchanged.
 
 Run: ``python3 tests/check_shared_builds.py`` (``make lint`` runs it). Exits 1 and names each
 package whose features differ, and where.
