@@ -202,7 +202,7 @@ layering:
 	$(PYTHON) tests/check_layering.py
 
 shared-builds:
-	$(call say,Shared release builds: the extension, the JVM library and the benches turn on the same dependency features (tests/check_shared_builds.py))
+	$(call say,Shared release builds: the extension + the JVM library + the benches ask for the same dependency features (tests/check_shared_builds.py))
 	$(PYTHON) tests/check_shared_builds.py
 
 clippy:
