@@ -664,7 +664,9 @@ def test_delete_expired_files_moves_the_queue_min(store_dir: Path) -> None:
         assert all(isinstance(p, str) for p in deleted)
         assert deleted == files_before[: len(deleted)]
         assert report["min_commitlog_offset"] == s.min_commitlog_offset() > 0
-        assert not s.is_disk_full()
+        # The pass measures the real partition (shared with everything else on the machine), so
+        # only its consistency with the store's state is asserted, not its value.
+        assert s.is_disk_full() == report["disk_full"]
         first = next(
             i for i, p in enumerate(puts) if p.commitlog_offset >= s.min_commitlog_offset()
         )
