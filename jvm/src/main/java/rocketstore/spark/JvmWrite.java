@@ -308,7 +308,7 @@ final class JvmWrite {
      * off-heap buffers are copied straight into it ({@code Channels.newChannel} of an output
      * stream copies each one twice, through an 8 KiB bounce array).
      */
-    static final class Bytes implements WritableByteChannel {
+    private static final class Bytes implements WritableByteChannel {
         private byte[] buf;
         private int size;
 
