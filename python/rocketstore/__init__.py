@@ -26,6 +26,9 @@ Main names:
 * :data:`MESSAGE_SCHEMA`: the ``pyarrow.Schema`` of the Arrow message batches (importing it
   imports pyarrow).
 * :func:`config_fields`: every configuration keyword with its default and range.
+* :func:`compress_body` / :func:`decompress_body`: bodies as RocketMQ's producers compress
+  them and its consumers decompress them (``put_batch(..., compression="lz4")`` compresses
+  on write; reads return bodies as stored, with their ``sys_flag``).
 * :func:`rebuild_indexes`: offline repair, rewrites consume queues and index files of a
   closed store from its commit log.
 * :func:`verify_store`: every check of one closed store (CRC, framing, consume queues, gaps,
@@ -49,7 +52,9 @@ from rocketstore._native import (
     StoreCheck,
     StoreReport,
     __version__,
+    compress_body,
     config_fields,
+    decompress_body,
     rebuild_indexes,
     verify_store,
 )
@@ -101,7 +106,9 @@ __all__ = [
     "StoreReport",
     "UnsupportedFormatError",
     "__version__",
+    "compress_body",
     "config_fields",
+    "decompress_body",
     "exceptions",
     "rebuild_indexes",
     "verify_store",

@@ -301,8 +301,22 @@ class MessageStore:
                 prepared_transaction_offset=half.commitlog_offset,
             )
         """
-    def put_batch(self, messages: Sequence[Mapping[str, Any]]) -> list[PutResult]: ...
-    def _put_arrow(self, data: object) -> pa.RecordBatch: ...
+    def put_batch(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        compression: str | None = None,
+        compress_level: int = 5,
+        compress_over: int = 4096,
+    ) -> list[PutResult]: ...
+    def _put_arrow(
+        self,
+        data: object,
+        *,
+        compression: str | None = None,
+        compress_level: int = 5,
+        compress_over: int = 4096,
+    ) -> pa.RecordBatch: ...
     def look_message_by_offset(self, commitlog_offset: int) -> Message: ...
     def scan(self, from_offset: int = 0, *, verify_crc: bool = False) -> ScanIterator: ...
     def min_commitlog_offset(self) -> int: ...
@@ -515,6 +529,29 @@ class MessageStore:
 
 def config_fields() -> list[ConfigField]: ...
 def arrow_schema(name: str) -> pa.Schema: ...
+def decompress_body(body: bytes, sys_flag: int, *, max_size: int = 67108864) -> bytes:
+    """The body of a message as a RocketMQ consumer sees it: ``body`` decompressed if
+    ``sys_flag`` marks it compressed (bit 0; the codec in bits 8-10: LZ4, Zstandard or zlib),
+    otherwise ``body`` itself. ``max_size`` bounds the decompressed size.
+
+    Raises :class:`CorruptionError` if the body is not valid data of its codec or expands
+    past ``max_size``.
+
+    Example::
+
+        body = rocketstore.decompress_body(msg.body, msg.sys_flag)
+    """
+
+def compress_body(body: bytes, compression: str, level: int = 5) -> tuple[bytes, int]:
+    """Compresses ``body`` as a RocketMQ producer does (``"lz4"``, ``"zstd"`` or ``"zlib"``);
+    returns ``(stored_body, sys_flag_bits)``.
+
+    Example::
+
+        stored, bits = rocketstore.compress_body(b"x" * 10_000, "lz4")
+        assert rocketstore.decompress_body(stored, bits) == b"x" * 10_000
+    """
+
 def rebuild_indexes(path: str | os.PathLike[str], **config: _ConfigValue) -> dict[str, Any]:
     """Rebuilds the consume queues and index files of a closed store from its commit log.
 
@@ -595,8 +632,9 @@ def verify_store(
 def body_digest(bodies: Any) -> int:
     """The ``_SUCCESS`` manifest's body digest of an Arrow binary or string array."""
 
-def body_sha256(bodies: Any) -> Any:
-    """The SHA-256 of each value of an Arrow binary or string array, as a hex string array."""
+def body_sha256(bodies: Any, sys_flags: Any = None) -> Any:
+    """The SHA-256 of each value of an Arrow binary or string array, as a hex string array;
+    with ``sys_flags``, compressed bodies are hashed decompressed."""
 
 def spark_read_log(
     store: MessageStore,

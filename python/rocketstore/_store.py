@@ -93,11 +93,23 @@ class MessageStore(_native.MessageStore):
 
     @overload
     def put_batch(
-        self, messages: pa.RecordBatch | pa.Table | ArrowStreamExportable | ArrowArrayExportable
+        self,
+        messages: pa.RecordBatch | pa.Table | ArrowStreamExportable | ArrowArrayExportable,
+        *,
+        compression: str | None = None,
+        compress_level: int = 5,
+        compress_over: int = 4096,
     ) -> pa.RecordBatch: ...
 
     @overload
-    def put_batch(self, messages: Sequence[Mapping[str, Any]]) -> list[_native.PutResult]: ...
+    def put_batch(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        compression: str | None = None,
+        compress_level: int = 5,
+        compress_over: int = 4096,
+    ) -> list[_native.PutResult]: ...
 
     def put_batch(
         self,
@@ -106,6 +118,10 @@ class MessageStore(_native.MessageStore):
         | ArrowStreamExportable
         | ArrowArrayExportable
         | Sequence[Mapping[str, Any]],
+        *,
+        compression: str | None = None,
+        compress_level: int = 5,
+        compress_over: int = 4096,
     ) -> pa.RecordBatch | list[_native.PutResult]:
         """Puts many messages at once, under one acquisition of the write lock.
 
@@ -128,6 +144,16 @@ class MessageStore(_native.MessageStore):
           ``queue_offset`` (int64), ``wrote_bytes`` (int32) and ``store_timestamp`` (int64).
           Rows are read from the producer's Arrow buffers in place (no copy, no Python object
           per row) and written with the GIL released; a stream is read whole first.
+
+        ``compression`` (``"lz4"``, ``"zstd"`` or ``"zlib"``; default ``None``: bodies are stored
+        as given) compresses every body of at least ``compress_over`` bytes (default 4096,
+        RocketMQ's ``compressMsgBodyOverHowmuch``) as a RocketMQ producer does, at
+        ``compress_level`` (default 5, RocketMQ's ``compressLevel``; zlib 0-9, zstd 1-22,
+        ignored by LZ4). The record then has SYSFLAG bit 0 and the codec's type in bits 8-10,
+        and RocketMQ consumers decompress its body; :func:`rocketstore.decompress_body` does the
+        same for bodies read here. A body whose compressed form is not smaller is stored as
+        given. An unknown codec or a level out of range raises
+        :class:`~rocketstore.exceptions.InvalidConfigError` before anything is written.
 
         The batch is validated whole before anything is written: if a message is invalid,
         :class:`~rocketstore.exceptions.InvalidMessageError` names its index and nothing is
@@ -161,9 +187,14 @@ class MessageStore(_native.MessageStore):
             batch = store.put_batch(table)
             assert batch.column("status").to_pylist() == ["PUT_OK", "PUT_OK"]
         """
+        compress = {
+            "compression": compression,
+            "compress_level": compress_level,
+            "compress_over": compress_over,
+        }
         if _is_arrow(messages):
-            return self._put_arrow(messages)
-        return super().put_batch(messages)  # type: ignore[arg-type]
+            return self._put_arrow(messages, **compress)
+        return super().put_batch(messages, **compress)  # type: ignore[arg-type]
 
     def read_arrow(
         self,

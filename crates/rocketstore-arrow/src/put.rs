@@ -27,6 +27,7 @@ use arrow_array::{
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use rocketstore::compression::{compress_messages, BodyCodec, CompressOptions};
 use rocketstore::format::OffsetMsgIds;
 use rocketstore::{HostAddr, PutMessage, PutStatus, Store, TransactionType};
 
@@ -967,6 +968,9 @@ struct Scratch {
     props: Vec<(&'static str, &'static str)>,
     prop_ends: Vec<usize>,
     msgs: Vec<PutMessage<'static>>,
+    /// The compressed bodies of a batch, one after another.
+    arena: Vec<u8>,
+    codec: BodyCodec,
 }
 
 /// Rows above which [`Scratch`] vectors are freed instead of kept (~200 MB of messages).
@@ -993,7 +997,18 @@ fn keep<T, U>(v: Vec<T>) -> Vec<U> {
     }
 }
 
-pub fn write(store: &Store, batches: &[Columns]) -> PutResult<Vec<rocketstore::PutResult>> {
+/// Puts every row of `batches` with one `put_batch`; with `compress`, bodies of at least
+/// `compress.over` bytes are first compressed as a RocketMQ producer does
+/// ([`rocketstore::compression`]) and stored with the codec's SYSFLAG bits.
+///
+/// # Errors
+/// A row that is not a valid message (named by its row), an invalid compression level, or
+/// the engine's error.
+pub fn write(
+    store: &Store,
+    batches: &[Columns],
+    compress: Option<CompressOptions>,
+) -> PutResult<Vec<rocketstore::PutResult>> {
     let mut scratch = SCRATCH.with(|s| s.take());
     let mut flat = Flat {
         keys: emptied(std::mem::take(&mut scratch.keys)),
@@ -1006,14 +1021,25 @@ pub fn write(store: &Store, batches: &[Columns]) -> PutResult<Vec<rocketstore::P
     for c in batches {
         flat.add(c)?;
     }
+    let mut arena = std::mem::take(&mut scratch.arena);
     let mut msgs = emptied(std::mem::take(&mut scratch.msgs));
     messages(batches, &flat, &mut msgs)?;
+    if let Some(c) = &compress {
+        compress_messages(c, &mut scratch.codec, &mut msgs, &mut arena)
+            .map_err(|e| PutError::Value(format!("invalid compression: {e}")))?;
+    }
     let results = store.put_batch(&msgs);
     scratch.msgs = keep(msgs);
     scratch.keys = keep(flat.keys);
     scratch.key_ends = keep(flat.key_ends);
     scratch.props = keep(flat.props);
     scratch.prop_ends = keep(flat.prop_ends);
+    if arena.capacity() <= SCRATCH_MAX_ARENA {
+        scratch.arena = arena;
+    }
     SCRATCH.with(|s| *s.borrow_mut() = scratch);
     results.map_err(PutError::Engine)
 }
+
+/// Bytes of compressed bodies above which [`Scratch::arena`] is freed instead of kept.
+const SCRATCH_MAX_ARENA: usize = 256 << 20;

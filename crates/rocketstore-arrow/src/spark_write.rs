@@ -324,6 +324,54 @@ pub struct TaskSpec {
     pub partition: i64,
     /// The task attempt id.
     pub task_attempt: i64,
+    /// Body compression (`compressionType`, `compressLevel`, `compressOver`); `None`: bodies
+    /// are stored as they are.
+    pub compress: Option<rocketstore::compression::CompressOptions>,
+}
+
+/// The writer options of body compression, as the Spark writer takes them (names
+/// case-insensitive): `compressionType` (`none`, `lz4`, `zstd`, `zlib`; default `none`),
+/// `compressLevel` (default 5) and `compressOver` (bytes, default 4096).
+pub const COMPRESS_OPTIONS: [&str; 3] = ["compressionType", "compressLevel", "compressOver"];
+
+/// The compression the writer options `pairs` ask for ([`COMPRESS_OPTIONS`]; other pairs are
+/// ignored); `None` for `compressionType` `none` or absent.
+///
+/// # Errors
+/// A message naming the option for an unknown codec, a level out of range or a negative
+/// threshold.
+pub fn compress_options(
+    pairs: &[(String, String)],
+) -> Result<Option<rocketstore::compression::CompressOptions>, String> {
+    use rocketstore::compression::{CompressOptions, Compression};
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim())
+    };
+    let codec = match get("compressionType") {
+        None => return Ok(None),
+        Some(v) if v.is_empty() || v.eq_ignore_ascii_case("none") => return Ok(None),
+        Some(v) => v
+            .parse::<Compression>()
+            .map_err(|e| format!("option 'compressionType': {e} (or \"none\")"))?,
+    };
+    let mut opts = CompressOptions::new(codec);
+    if let Some(v) = get("compressLevel") {
+        opts.level = v
+            .parse()
+            .map_err(|_| format!("option 'compressLevel' must be an integer, not {v:?}"))?;
+    }
+    if let Some(v) = get("compressOver") {
+        opts.over = v.parse().map_err(|_| {
+            format!("option 'compressOver' must be a non-negative integer (bytes), not {v:?}")
+        })?;
+    }
+    opts.check()
+        .map_err(|e| format!("option 'compressLevel': {e}"))?;
+    Ok(Some(opts))
 }
 
 /// The statistics of a task's store, as the commit message carries them.
@@ -499,7 +547,7 @@ impl TaskWriter {
         let Some(store) = self.store.as_ref() else {
             return Ok(());
         };
-        let results = put::write(store, std::slice::from_ref(&columns))
+        let results = put::write(store, std::slice::from_ref(&columns), self.spec.compress)
             .map_err(|e| put_err(e, &self.spec))?;
         let mut bad: Vec<&str> = Vec::new();
         let mut bytes = 0u64;

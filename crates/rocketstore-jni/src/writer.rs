@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
 use rocketstore::bulk::QueueSelector;
-use rocketstore_arrow::spark_write::{TaskSpec, TaskWriter};
+use rocketstore_arrow::spark_write::{self, TaskSpec, TaskWriter};
 
 use crate::{config_of, Failure};
 
@@ -71,6 +71,14 @@ pub struct OpenArgs {
 
 /// Makes a task writer; returns its handle.
 pub fn open(args: OpenArgs, pairs: &[(String, String)]) -> Result<i64, Failure> {
+    // The compression options travel with the configuration pairs; the rest configures the store.
+    let (compress, pairs): (Vec<_>, Vec<_>) = pairs.iter().cloned().partition(|(k, _)| {
+        spark_write::COMPRESS_OPTIONS
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(k))
+    });
+    let compress = spark_write::compress_options(&compress).map_err(Failure)?;
+    let pairs = pairs.as_slice();
     let config = config_of(pairs)?;
     let selector = match args.selector.as_str() {
         "hash" => QueueSelector::Hash,
@@ -100,6 +108,7 @@ pub fn open(args: OpenArgs, pairs: &[(String, String)]) -> Result<i64, Failure> 
         queue_nums,
         partition: args.partition,
         task_attempt: args.task_attempt,
+        compress,
     };
     let entry = Entry {
         writer: TaskWriter::new(spec),

@@ -19,6 +19,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3_arrow::input::AnyRecordBatch;
 use pyo3_arrow::PyRecordBatch;
+use rocketstore::compression::CompressOptions;
 use rocketstore::Store;
 use rocketstore_arrow::put::{self, Columns, PutError, MAX_ROWS};
 
@@ -50,6 +51,7 @@ pub(crate) fn put_arrow<'py>(
     py: Python<'py>,
     store: &Store,
     data: AnyRecordBatch,
+    compress: Option<CompressOptions>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let schema = data.schema()?;
     put::check_schema(&schema).map_err(|e| map_put_error(py, e))?;
@@ -71,7 +73,7 @@ pub(crate) fn put_arrow<'py>(
             batches.push(c);
         }
     }
-    let results = py.detach(|| put::write(store, &batches));
+    let results = py.detach(|| put::write(store, &batches, compress));
     drop(batches);
     let results = results.map_err(|e| map_put_error(py, e))?;
     let batch = put::result_batch(&results).map_err(|e| map_put_error(py, e))?;

@@ -288,6 +288,19 @@ pub(crate) fn forked(what: &str, opened_in: u32) -> PyErr {
     ))
 }
 
+/// `CorruptionError` of data outside any file (a body given to `decompress_body`), or at a
+/// commit log offset.
+pub(crate) fn corruption(py: Python<'_>, msg: String, offset: Option<u64>, kind: &str) -> PyErr {
+    with_attrs(
+        py,
+        exc::CorruptionError::new_err(msg),
+        [
+            ("offset", offset.map_or(Attr::None(None), Attr::UInt)),
+            ("kind", Attr::Str(kind.to_string())),
+        ],
+    )
+}
+
 /// `InvalidConfigError` with `.key` and `.suggestions`.
 pub(crate) fn invalid_config(
     py: Python<'_>,

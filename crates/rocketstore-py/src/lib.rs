@@ -13,12 +13,14 @@
 //! - `arrow_read`: the Arrow reads' private helper functions (the reads themselves and their
 //!   schemas are `rocketstore_arrow`'s).
 //! - `read`: `GetResult` and the statistics dict of the read path.
+//! - `compression`: body compression arguments, `compress_body` and `decompress_body`.
 //! - `config`: `**config` keywords and the configuration field table.
 //! - `spark`: the Spark data source's column kernels and `verify_store`.
 //! - `spark_read`: the Spark reader's batches (built by `rocketstore_arrow::spark_read`).
 
 mod arrow;
 mod arrow_read;
+mod compression;
 mod config;
 mod convert;
 mod error;
@@ -71,6 +73,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(config::config_fields, m)?)?;
     m.add_function(wrap_pyfunction!(store::rebuild_indexes, m)?)?;
     m.add_function(wrap_pyfunction!(schema_of, m)?)?;
+    m.add_function(wrap_pyfunction!(compression::decompress_body, m)?)?;
+    m.add_function(wrap_pyfunction!(compression::compress_body, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_read::_arrow_split_counts, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_read::_arrow_read_threads, m)?)?;
     spark::register(m)?;

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, Int32Array};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3_arrow::{PyArray, PyRecordBatch};
@@ -17,6 +19,8 @@ use rocketstore::verify::{Check, ManifestEntry, StoreReport};
 use rocketstore::VerifyOptions;
 
 use rocketstore_arrow::spark_write::{self, ValueBytes};
+
+use rocketstore::compression::{BodyCodec, DEFAULT_MAX_DECOMPRESSED};
 
 use crate::arrow::map_put_error;
 use crate::config::config_from_kwargs;
@@ -39,17 +43,45 @@ pub(crate) fn body_digest(py: Python<'_>, bodies: PyArray) -> PyResult<u128> {
 }
 
 /// The SHA-256 of each value of a binary or string column as 64 lowercase hex digits (Spark
-/// SQL's `sha2(body, 256)`), as a pyarrow string array; null stays null.
+/// SQL's `sha2(body, 256)`), as a pyarrow string array; null stays null. With `sys_flags`
+/// (an int32 column of the same length), a body its SYSFLAG marks compressed is hashed as a
+/// consumer sees it, decompressed (one that does not decompress is hashed as stored: the
+/// verify job's `crc` check reports it).
 #[pyfunction]
-pub(crate) fn body_sha256<'py>(py: Python<'py>, bodies: PyArray) -> PyResult<Bound<'py, PyAny>> {
+#[pyo3(signature = (bodies, sys_flags = None))]
+pub(crate) fn body_sha256<'py>(
+    py: Python<'py>,
+    bodies: PyArray,
+    sys_flags: Option<PyArray>,
+) -> PyResult<Bound<'py, PyAny>> {
     let (array, _) = bodies.into_inner();
     let values = ValueBytes::of(array.as_ref(), "body").map_err(|e| map_put_error(py, e))?;
     let n = array.len();
+    let flags = match sys_flags {
+        None => None,
+        Some(f) => {
+            let (f, _) = f.into_inner();
+            let ints = f
+                .as_primitive_opt::<arrow_array::types::Int32Type>()
+                .filter(|a| a.len() == n)
+                .ok_or_else(|| {
+                    PyTypeError::new_err("sys_flags must be an int32 column as long as bodies")
+                })?;
+            Some(ints.values().to_vec())
+        }
+    };
     let hex = py.detach(|| {
+        let mut codec = BodyCodec::default();
+        let mut plain = Vec::new();
         let mut b = arrow_array::builder::StringBuilder::with_capacity(n, n * 64);
         for i in 0..n {
             match values.get(i) {
                 Some(v) => {
+                    let flag = flags.as_ref().and_then(|f| f.get(i)).copied().unwrap_or(0);
+                    let v = match codec.decompress(flag, v, DEFAULT_MAX_DECOMPRESSED, &mut plain) {
+                        Ok(true) => &plain[..],
+                        _ => v,
+                    };
                     b.append_value(std::str::from_utf8(&bulk::sha256_hex(v)).unwrap_or_default())
                 }
                 None => b.append_null(),

@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use rocketstore::compression::{compress_messages, BodyCodec, CompressOptions};
 use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 
 use crate::arrow;
+use crate::compression::compress_options;
 use crate::config::{config_from_kwargs, config_values};
 use crate::convert::MessageBuilder;
 use crate::convert::{
@@ -153,9 +155,25 @@ impl MessageStore {
         py: Python<'_>,
         msgs: Vec<OwnedMessage>,
     ) -> PyResult<Vec<rocketstore::PutResult>> {
+        self.put_owned_compressed(py, msgs, None)
+    }
+
+    /// Puts `msgs`, their bodies first compressed by `compress` if given.
+    fn put_owned_compressed(
+        &self,
+        py: Python<'_>,
+        msgs: Vec<OwnedMessage>,
+        compress: Option<CompressOptions>,
+    ) -> PyResult<Vec<rocketstore::PutResult>> {
         self.enter(py, move |store| {
             let views = Views::new(&msgs);
-            match views.messages(&msgs).as_slice() {
+            let mut batch = views.messages(&msgs);
+            let mut arena = Vec::new();
+            if let Some(c) = &compress {
+                // The level was checked when the options were made.
+                let _ = compress_messages(c, &mut BodyCodec::default(), &mut batch, &mut arena);
+            }
+            match batch.as_slice() {
                 [one] => store.put(one).map(|r| vec![r]),
                 batch => store.put_batch(batch),
             }
@@ -325,8 +343,23 @@ impl MessageStore {
     /// ])
     /// assert all(r.ok for r in results)
     /// ```
-    fn put_batch(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<Vec<PutResult>> {
+    #[pyo3(signature = (
+        messages,
+        *,
+        compression = None,
+        compress_level = rocketstore::compression::DEFAULT_LEVEL,
+        compress_over = rocketstore::compression::DEFAULT_COMPRESS_OVER,
+    ))]
+    fn put_batch(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyAny>,
+        compression: Option<&str>,
+        compress_level: i32,
+        compress_over: usize,
+    ) -> PyResult<Vec<PutResult>> {
         self.check_pid()?;
+        let compress = compress_options(py, compression, compress_level, compress_over)?;
         let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = messages.cast::<PyList>() {
             l.iter().collect()
         } else if let Ok(t) = messages.cast::<PyTuple>() {
@@ -350,20 +383,31 @@ impl MessageStore {
             self.enter(py, |store| store.put_batch(&[]))?;
             return Ok(Vec::new());
         }
-        let results = self.put_owned(py, owned)?;
+        let results = self.put_owned_compressed(py, owned, compress)?;
         Ok(results.iter().map(PutResult::from_engine).collect())
     }
 
     /// Arrow put used by :class:`rocketstore.MessageStore` (private): ``data`` is any object
     /// with ``__arrow_c_stream__`` or ``__arrow_c_array__``; returns the result
     /// ``pyarrow.RecordBatch``.
+    #[pyo3(signature = (
+        data,
+        *,
+        compression = None,
+        compress_level = rocketstore::compression::DEFAULT_LEVEL,
+        compress_over = rocketstore::compression::DEFAULT_COMPRESS_OVER,
+    ))]
     fn _put_arrow<'py>(
         &self,
         py: Python<'py>,
         data: AnyRecordBatch,
+        compression: Option<&str>,
+        compress_level: i32,
+        compress_over: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let compress = compress_options(py, compression, compress_level, compress_over)?;
         let store = self.store(py)?;
-        arrow::put_arrow(py, &store, data)
+        arrow::put_arrow(py, &store, data, compress)
     }
 
     /// The message whose record starts at ``commitlog_offset``.

@@ -21,6 +21,7 @@
 pub mod bulk;
 mod checkpoint;
 mod commitlog;
+pub mod compression;
 pub mod config;
 mod consume_queue;
 mod dispatch;

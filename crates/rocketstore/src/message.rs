@@ -163,6 +163,10 @@ pub struct PutMessage<'a> {
     /// `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, with `REAL_TOPIC`, `REAL_QID` and `DELAY`, as
     /// RocketMQ's broker hook does. 0 means no delay.
     pub delay_level: i32,
+    /// The codec `body` is already compressed with, as a RocketMQ producer compresses it
+    /// ([`crate::compression`]): the record gets SYSFLAG bit 0 and the codec's type in bits
+    /// 8-10. `None`: the body is stored as a plain body.
+    pub compression: Option<crate::compression::Compression>,
 }
 
 /// A record read back from the commit log, decoded and owned.

@@ -332,7 +332,9 @@ pub(crate) fn prepare<'a>(
             flag: m.flag,
             queue_offset: 0,
             physical_offset: 0,
-            sys_flag: m.transaction.sys_flag(),
+            sys_flag: m.transaction.sys_flag()
+                | m.compression
+                    .map_or(0, crate::compression::Compression::sys_flag),
             born_timestamp: m.born_timestamp.unwrap_or(now),
             born_host,
             store_timestamp: 0,

@@ -3,7 +3,8 @@
 //!
 //! The checks, each a [`Check`] in [`StoreReport::checks`] (in this order):
 //!
-//! - `crc`: every record's body CRC (and the whole-record CRC property when present);
+//! - `crc`: every record's body CRC (and the whole-record CRC property when present), and that
+//!   every body SYSFLAG marks compressed decompresses ([`crate::compression`]);
 //! - `framing`: records are contiguous from the first offset to the end (a record that did not
 //!   fit continues in the next file after a blank), recovery found no torn tail;
 //! - `consume_queue`: every consume queue unit matches its record on the commit log offset
@@ -14,6 +15,9 @@
 //!   at that record's offset (or a sample of the keyed records);
 //! - `manifest`: the counts, bytes, offsets, per-queue counts and body digest of the store's
 //!   `_SUCCESS` manifest entry match the store (skipped without an entry).
+//!
+//! Digests are over the body a consumer sees: a body a producer compressed is decompressed
+//! first, so a store ingested with compression verifies against its uncompressed source.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -21,6 +25,7 @@ use std::path::Path;
 use rocketstore_format::{property, sysflag, tags_code, RecordView, SCHEDULE_TOPIC};
 
 use crate::bulk::{digest_of, message_digests};
+use crate::compression::{BodyCodec, CodecError, DEFAULT_MAX_DECOMPRESSED};
 use crate::config::StoreConfig;
 use crate::dispatch::raw_property;
 use crate::error::{CorruptionKind, Error};
@@ -215,6 +220,12 @@ struct Scan {
     /// `Some(with queue id)`: sum message digests per (topic, queue) into `sums`.
     message_digest: Option<bool>,
     sums: HashMap<(u32, i32), u128>,
+    /// Decompresses the bodies a producer compressed: digests are over the body a consumer
+    /// sees.
+    codec: BodyCodec,
+    plain: Vec<u8>,
+    /// Records whose compressed body does not decompress: (offset, why).
+    bad_bodies: Vec<(u64, CodecError)>,
 }
 
 impl Scan {
@@ -242,16 +253,29 @@ impl Scan {
             sys_flag: v.sys_flag,
             tags_code: tags_code(tags),
         });
+        let body = match self.codec.decompress(
+            v.sys_flag,
+            v.body,
+            DEFAULT_MAX_DECOMPRESSED,
+            &mut self.plain,
+        ) {
+            Ok(true) => &self.plain[..],
+            Ok(false) => v.body,
+            Err(e) => {
+                self.bad_bodies.push((offset, e));
+                v.body
+            }
+        };
         if let Some(with_queue) = self.message_digest {
             let keys = raw_property(props, property::KEYS).unwrap_or_default();
             let tags = raw_property(props, property::TAGS).unwrap_or_default();
             let queue = with_queue.then_some(v.queue_id);
             // One SHA-256 of the body for both digests.
-            let (body, d) = message_digests(v.topic.as_bytes(), queue, keys, tags, v.body);
+            let (body, d) = message_digests(v.topic.as_bytes(), queue, keys, tags, body);
             self.digest += u128::from(body);
             *self.sums.entry((topic, v.queue_id)).or_default() += u128::from(d);
         } else {
-            self.digest += u128::from(digest_of(v.body));
+            self.digest += u128::from(digest_of(body));
         }
         let rollback = v.sys_flag & sysflag::TRANSACTION_MASK == sysflag::TRANSACTION_ROLLBACK_TYPE;
         if rollback {
@@ -546,6 +570,14 @@ fn scan(
     }
     s.end = off;
     crc.checked += s.records.len() as u64;
+    for (at, e) in std::mem::take(&mut s.bad_bodies) {
+        crc.fail(format!(
+            "{label}: the compressed body at commit log offset {} (file commitlog/{}) does not \
+             decompress: {e}",
+            G(at),
+            file_of(at, file_size),
+        ));
+    }
     s
 }
 

@@ -96,7 +96,10 @@ DIGEST_ALGORITHM = (
 )
 
 #: The writer's own options (everything else must be a store configuration keyword).
-WRITER_OPTIONS = ("queueSelector", "queueNums")
+WRITER_OPTIONS = ("queueSelector", "queueNums", "compressionType", "compressLevel", "compressOver")
+
+#: Codecs of the ``compressionType`` option (``none``: bodies are stored as given).
+COMPRESSION_TYPES = ("none", "lz4", "zstd", "zlib")
 
 #: Internal option set by the JVM batch writer (``rocketstore.spark.JvmWrite``, never by users):
 #: the job id it picked (32 hex digits). With it the Python writer uses that job id and writes
@@ -294,6 +297,30 @@ def check_schema(schema: StructType) -> None:
         _check_type(f.name, f.dataType)
 
 
+def _compress_options(own: Mapping[str, str]) -> dict[str, Any]:
+    """``put_batch``'s compression keywords from the ``compressionType``, ``compressLevel``
+    and ``compressOver`` options."""
+    kind = str(own.get(normalize("compressionType"), "none")).strip().lower()
+    if kind not in COMPRESSION_TYPES:
+        err = InvalidConfigError(
+            f"option 'compressionType' must be one of {', '.join(COMPRESSION_TYPES)}, not {kind!r}"
+        )
+        err.key = "compressionType"
+        raise err
+    level = parse_int("compressLevel", own.get(normalize("compressLevel"), "5"))
+    limits = {"zlib": (0, 9), "zstd": (1, 22)}
+    if kind in limits and not limits[kind][0] <= level <= limits[kind][1]:
+        lo, hi = limits[kind]
+        err = InvalidConfigError(f"option 'compressLevel' must be {lo}-{hi} for {kind}, not {level}")
+        err.key = "compressLevel"
+        raise err
+    return {
+        "compression": None if kind == "none" else kind,
+        "compress_level": level,
+        "compress_over": parse_int("compressOver", own.get(normalize("compressOver"), "4096"), minimum=0),
+    }
+
+
 def _queue_selector(value: str | None) -> str:
     if value is None:
         return "hash"
@@ -436,6 +463,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
         self.config = config
         self.selector = _queue_selector(own.get(normalize("queueSelector")))
         self.queue_nums = parse_int("queueNums", own.get("queuenums", "4"), minimum=1)
+        self.compress = _compress_options(own)
         self.overwrite = overwrite
         self.job_id = jvm_job_id or uuid.uuid4().hex
         check_schema(schema)
@@ -463,11 +491,17 @@ class RocketStoreWriter(DataSourceArrowWriter):
         """What the JVM tasks need, in the job's directory: the store configuration (values
         as strings, parsed by kind in Rust), the queue selector and the number of queues."""
         self.job_dir.mkdir(parents=True, exist_ok=True)
+        config = {
+            k: (str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in sorted(self.config.items())
+        }
+        if self.compress["compression"] is not None:
+            # The native task writer takes these out of the pairs before configuring the store.
+            config["compressionType"] = str(self.compress["compression"])
+            config["compressLevel"] = str(self.compress["compress_level"])
+            config["compressOver"] = str(self.compress["compress_over"])
         spec = {
-            "config": {
-                k: (str(v).lower() if isinstance(v, bool) else str(v))
-                for k, v in sorted(self.config.items())
-            },
+            "config": config,
             "queue_selector": self.selector,
             "queue_nums": self.queue_nums,
             "live_marker": self.live_marker,
@@ -540,7 +574,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
                 if store is None:
                     store = self._open(path)
                 try:
-                    results = store.put_batch(table)
+                    results = store.put_batch(table, **self.compress)
                 except Exception as e:
                     e.add_note(
                         f"rocketstore writer: Spark partition {partition} (task attempt "

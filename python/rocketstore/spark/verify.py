@@ -383,7 +383,7 @@ def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> An
                                 b.column("queue_id"),
                                 _empty_to_null(pc, b.column("keys")),
                                 _empty_to_null(pc, b.column("tags")),
-                                body_sha256(b.column("body")),
+                                body_sha256(b.column("body"), b.column("sys_flag")),
                                 pa.array([name] * b.num_rows, pa.string()),
                             ],
                             names=["topic", "queue_id", "keys", "tags", "body_sha256", "store"],
