@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "failpoints",
             "json",
             "config",
+            "compression",
             "message",
             "stats",
             "powerloss",

@@ -27,7 +27,8 @@ use arrow_array::{
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use rocketstore::compression::{compress_messages, BodyCodec, CompressOptions};
+use rocketstore::bulk::compress_messages;
+use rocketstore::compression::{BodyCodec, CompressOptions};
 use rocketstore::format::OffsetMsgIds;
 use rocketstore::{HostAddr, PutMessage, PutStatus, Store, TransactionType};
 

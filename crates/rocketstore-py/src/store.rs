@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use rocketstore::compression::{compress_messages, BodyCodec, CompressOptions};
+use rocketstore::bulk::compress_messages;
+use rocketstore::compression::{BodyCodec, CompressOptions};
 use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 
 use crate::arrow;

@@ -1,8 +1,9 @@
 //! Column kernels for bulk writers and verifiers (the Spark data source): the body digest the
-//! `_SUCCESS` manifest records and the queue each message of a batch goes to.
+//! `_SUCCESS` manifest records, the queue each message of a batch goes to, and the producer's
+//! body compression of a batch ([`compress_messages`]).
 //!
 //! They take values as borrowed slices (a binding passes the rows of an Arrow column without
-//! copying them), run without the interpreter and never fail.
+//! copying them) and run without the interpreter.
 //!
 //! # Body digest
 //!
@@ -28,6 +29,9 @@
 //! [`QueueSelector::RoundRobin`]) takes the next queue in turn.
 
 use sha2::{Digest, Sha256};
+
+use crate::compression::{BodyCodec, CodecError, CompressOptions};
+use crate::message::PutMessage;
 
 /// The digest of one body: the first 60 bits of its SHA-256, as an unsigned integer.
 pub fn digest_of(body: &[u8]) -> u64 {
@@ -205,6 +209,58 @@ impl QueueChooser {
         }
         robin
     }
+}
+
+/// Compresses, as a RocketMQ producer does, the body of every message of at least `opts.over`
+/// bytes that has no codec yet: the compressed bodies are written to `arena` (cleared first)
+/// and each such message is pointed at its compressed body, with `compression` set. A body
+/// whose compressed form is not smaller is left as it is.
+///
+/// ```
+/// use rocketstore::bulk::compress_messages;
+/// use rocketstore::compression::{BodyCodec, Compression, CompressOptions};
+/// use rocketstore::PutMessage;
+///
+/// let body = b"abcabcabc".repeat(1000);
+/// let mut msgs = vec![PutMessage { topic: "T", body: &body, ..PutMessage::default() }];
+/// let (mut codec, mut arena) = (BodyCodec::default(), Vec::new());
+/// let opts = CompressOptions { over: 0, ..CompressOptions::new(Compression::Lz4) };
+/// compress_messages(&opts, &mut codec, &mut msgs, &mut arena).unwrap();
+/// assert_eq!(msgs[0].compression, Some(Compression::Lz4));
+/// assert!(msgs[0].body.len() < body.len());
+/// ```
+///
+/// # Errors
+/// [`CodecError::Level`] for a level outside the codec's range (nothing is changed).
+pub fn compress_messages<'a>(
+    opts: &CompressOptions,
+    codec: &mut BodyCodec,
+    msgs: &mut [PutMessage<'a>],
+    arena: &'a mut Vec<u8>,
+) -> Result<(), CodecError> {
+    opts.check()?;
+    arena.clear();
+    let mut one = Vec::new();
+    let mut ranges = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        if m.compression.is_some() || m.body.len() < opts.over {
+            continue;
+        }
+        codec.compress(opts.codec, opts.level, m.body, &mut one)?;
+        if one.len() < m.body.len() {
+            let start = arena.len();
+            arena.extend_from_slice(&one);
+            ranges.push((i, start..arena.len()));
+        }
+    }
+    let arena: &'a [u8] = arena;
+    for (i, range) in ranges {
+        if let (Some(m), Some(body)) = (msgs.get_mut(i), arena.get(range)) {
+            m.body = body;
+            m.compression = Some(opts.codec);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -569,57 +569,6 @@ fn zstd_decompress(body: &[u8], max: usize, out: &mut Vec<u8>) -> Result<(), Cod
     Ok(())
 }
 
-/// Compresses, as a RocketMQ producer does, the body of every message of at least `opts.over`
-/// bytes that has no codec yet: the compressed bodies are written to `arena` (cleared first)
-/// and each such message is pointed at its compressed body, with `compression` set. A body
-/// whose compressed form is not smaller is left as it is.
-///
-/// ```
-/// use rocketstore::compression::{compress_messages, BodyCodec, Compression, CompressOptions};
-/// use rocketstore::PutMessage;
-///
-/// let body = b"abcabcabc".repeat(1000);
-/// let mut msgs = vec![PutMessage { topic: "T", body: &body, ..PutMessage::default() }];
-/// let (mut codec, mut arena) = (BodyCodec::default(), Vec::new());
-/// let opts = CompressOptions { over: 0, ..CompressOptions::new(Compression::Lz4) };
-/// compress_messages(&opts, &mut codec, &mut msgs, &mut arena).unwrap();
-/// assert_eq!(msgs[0].compression, Some(Compression::Lz4));
-/// assert!(msgs[0].body.len() < body.len());
-/// ```
-///
-/// # Errors
-/// [`CodecError::Level`] for a level outside the codec's range (nothing is changed).
-pub fn compress_messages<'a>(
-    opts: &CompressOptions,
-    codec: &mut BodyCodec,
-    msgs: &mut [crate::PutMessage<'a>],
-    arena: &'a mut Vec<u8>,
-) -> Result<(), CodecError> {
-    opts.check()?;
-    arena.clear();
-    let mut one = Vec::new();
-    let mut ranges = Vec::new();
-    for (i, m) in msgs.iter().enumerate() {
-        if m.compression.is_some() || m.body.len() < opts.over {
-            continue;
-        }
-        codec.compress(opts.codec, opts.level, m.body, &mut one)?;
-        if one.len() < m.body.len() {
-            let start = arena.len();
-            arena.extend_from_slice(&one);
-            ranges.push((i, start..arena.len()));
-        }
-    }
-    let arena: &'a [u8] = arena;
-    for (i, range) in ranges {
-        if let (Some(m), Some(body)) = (msgs.get_mut(i), arena.get(range)) {
-            m.body = body;
-            m.compression = Some(opts.codec);
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
