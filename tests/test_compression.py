@@ -56,7 +56,7 @@ def test_put_batch_compresses_as_a_producer(store_dir: Path, codec: str, arrow: 
         if arrow:
             table = pa.table({"topic": ["T"] * len(bodies), "body": bodies})
             results = s.put_batch(table, compression=codec)
-            offsets = results.column("commitlog_offset").to_pylist()
+            offsets = [int(str(o)) for o in results.column("commitlog_offset").to_pylist()]
         else:
             rows = [{"topic": "T", "body": b} for b in bodies]
             offsets = [r.commitlog_offset for r in s.put_batch(rows, compression=codec)]
@@ -83,7 +83,9 @@ def test_threshold_and_level(store_dir: Path) -> None:
         assert rocketstore.decompress_body(m.body, m.sys_flag) == small
         for level in (0, 23):
             with pytest.raises(InvalidConfigError):
-                s.put_batch([{"topic": "T", "body": small}], compression="zstd", compress_level=level)
+                s.put_batch(
+                    [{"topic": "T", "body": small}], compression="zstd", compress_level=level
+                )
         with pytest.raises(InvalidConfigError):
             s.put_batch(pa.table({"topic": ["T"], "body": [small]}), compression="snappy")
         assert s.max_commitlog_offset() == r[0].commitlog_offset + r[0].wrote_bytes
@@ -121,11 +123,13 @@ def test_decompress_body_rejects_bad_data() -> None:
 
 def _java() -> tuple[str, Path]:
     java = shutil.which("java")
+    jars: Path | None = None
     try:
         import pyspark
+
+        jars = Path(pyspark.__file__).parent / "jars"
     except ImportError:
-        pyspark = None  # type: ignore[assignment]
-    jars = Path(pyspark.__file__).parent / "jars" if pyspark else None
+        pass
     ok = (
         java is not None
         and jars is not None
@@ -137,7 +141,8 @@ def _java() -> tuple[str, Path]:
         if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
             pytest.fail(f"{reason} (CI=true: missing dependencies are errors, not skips)")
         pytest.skip(reason)
-    assert java is not None and jars is not None
+    assert java is not None
+    assert jars is not None
     return java, jars
 
 
@@ -149,14 +154,14 @@ def test_rocketmq_java_codecs_agree(store_dir: Path, tmp_path: Path) -> None:
     jobs: list[str] = []
     expected: dict[Path, bytes] = {}
     ours: dict[Path, tuple[int, bytes]] = {}
-    for codec in CODECS:
+    for codec, flag in CODECS.items():
         with MessageStore(store_dir / codec) as s:
             results = s.put_batch(
                 pa.table({"topic": ["T"] * len(bodies), "body": bodies}), compression=codec
             )
             for i, o in enumerate(results.column("commitlog_offset").to_pylist()):
-                m = s.look_message_by_offset(o)
-                assert m.sys_flag & 0x701 == CODECS[codec]
+                m = s.look_message_by_offset(int(str(o)))
+                assert m.sys_flag & 0x701 == flag
                 stored = tmp_path / f"ours-{codec}-{i}"
                 stored.write_bytes(m.body)
                 jobs.append(f"decompress {codec} {stored} {stored}.out")
@@ -165,7 +170,7 @@ def test_rocketmq_java_codecs_agree(store_dir: Path, tmp_path: Path) -> None:
             src = tmp_path / f"java-{codec}-{i}"
             src.write_bytes(body)
             jobs.append(f"compress {codec} {src} {src}.z")
-            ours[Path(f"{src}.z")] = (CODECS[codec], body)
+            ours[Path(f"{src}.z")] = (flag, body)
     proc = subprocess.run(
         [java, "-cp", f"{jars}/*", str(JAVA_CHECK)],
         input="\n".join(jobs),

@@ -187,14 +187,19 @@ class MessageStore(_native.MessageStore):
             batch = store.put_batch(table)
             assert batch.column("status").to_pylist() == ["PUT_OK", "PUT_OK"]
         """
-        compress = {
-            "compression": compression,
-            "compress_level": compress_level,
-            "compress_over": compress_over,
-        }
         if _is_arrow(messages):
-            return self._put_arrow(messages, **compress)
-        return super().put_batch(messages, **compress)  # type: ignore[arg-type]
+            return self._put_arrow(
+                messages,
+                compression=compression,
+                compress_level=compress_level,
+                compress_over=compress_over,
+            )
+        return super().put_batch(
+            messages,  # type: ignore[arg-type]
+            compression=compression,
+            compress_level=compress_level,
+            compress_over=compress_over,
+        )
 
     def read_arrow(
         self,

@@ -9,6 +9,11 @@ use rocketstore::compression::{
 
 use crate::error::{corruption, invalid_config};
 
+// The signatures below spell RocketMQ's defaults as literals (Python's stubs show them).
+const _: () = assert!(rocketstore::compression::DEFAULT_LEVEL == 5);
+const _: () = assert!(rocketstore::compression::DEFAULT_COMPRESS_OVER == 4096);
+const _: () = assert!(DEFAULT_MAX_DECOMPRESSED == 67_108_864);
+
 /// `compression` / `compress_level` / `compress_over` keyword arguments as options (`None`:
 /// bodies are stored as given).
 pub(crate) fn compress_options(
@@ -62,7 +67,7 @@ pub(crate) fn codec_error(py: Python<'_>, e: &CodecError, offset: Option<u64>) -
 /// body = rocketstore.decompress_body(msg.body, msg.sys_flag)
 /// ```
 #[pyfunction]
-#[pyo3(signature = (body, sys_flag, *, max_size = DEFAULT_MAX_DECOMPRESSED))]
+#[pyo3(signature = (body, sys_flag, *, max_size = 67_108_864))]
 pub(crate) fn decompress_body<'py>(
     py: Python<'py>,
     body: &Bound<'py, PyBytes>,
@@ -93,7 +98,7 @@ pub(crate) fn decompress_body<'py>(
 /// assert rocketstore.decompress_body(stored, bits) == b"x" * 10_000
 /// ```
 #[pyfunction]
-#[pyo3(signature = (body, compression, level = rocketstore::compression::DEFAULT_LEVEL))]
+#[pyo3(signature = (body, compression, level = 5))]
 pub(crate) fn compress_body<'py>(
     py: Python<'py>,
     body: &[u8],

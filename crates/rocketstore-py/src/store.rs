@@ -348,8 +348,8 @@ impl MessageStore {
         messages,
         *,
         compression = None,
-        compress_level = rocketstore::compression::DEFAULT_LEVEL,
-        compress_over = rocketstore::compression::DEFAULT_COMPRESS_OVER,
+        compress_level = 5,
+        compress_over = 4096,
     ))]
     fn put_batch(
         &self,
@@ -395,8 +395,8 @@ impl MessageStore {
         data,
         *,
         compression = None,
-        compress_level = rocketstore::compression::DEFAULT_LEVEL,
-        compress_over = rocketstore::compression::DEFAULT_COMPRESS_OVER,
+        compress_level = 5,
+        compress_over = 4096,
     ))]
     fn _put_arrow<'py>(
         &self,

@@ -311,13 +311,17 @@ def _compress_options(own: Mapping[str, str]) -> dict[str, Any]:
     limits = {"zlib": (0, 9), "zstd": (1, 22)}
     if kind in limits and not limits[kind][0] <= level <= limits[kind][1]:
         lo, hi = limits[kind]
-        err = InvalidConfigError(f"option 'compressLevel' must be {lo}-{hi} for {kind}, not {level}")
+        err = InvalidConfigError(
+            f"option 'compressLevel' must be {lo}-{hi} for {kind}, not {level}"
+        )
         err.key = "compressLevel"
         raise err
     return {
         "compression": None if kind == "none" else kind,
         "compress_level": level,
-        "compress_over": parse_int("compressOver", own.get(normalize("compressOver"), "4096"), minimum=0),
+        "compress_over": parse_int(
+            "compressOver", own.get(normalize("compressOver"), "4096"), minimum=0
+        ),
     }
 
 
