@@ -240,6 +240,12 @@ def test_both_writers_compress_bodies_alike(jvm: SparkSession, tmp_path: Path) -
     compressed = [r for r in rows if r.sys_flag & 1]
     assert len(compressed) > len(rows) // 2  # bodies from 64 bytes that shrink
     assert {r.sys_flag & 0x701 for r in compressed} == {0x201}
+    from rocketstore.spark import decompressed
+
+    read = jvm.read.format("rocketstore").load(str(tmp_path / "jvm"))
+    assert sorted(
+        r.body for r in decompressed(read).select("body", "sys_flag").collect()
+    ) == sorted(r.body for r in df.select("body").collect())
     report = verify(jvm, tmp_path / "jvm", expected=df)
     assert report.ok, str(report)
     with pytest.raises(Exception, match="compressLevel"):

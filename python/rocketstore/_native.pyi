@@ -89,6 +89,7 @@ __all__ = [
     "body_sha256",
     "compress_body",
     "config_fields",
+    "decompress_bodies",
     "decompress_body",
     "prepare_batch",
     "rebuild_indexes",
@@ -637,6 +638,10 @@ def body_digest(bodies: Any) -> int:
 def body_sha256(bodies: Any, sys_flags: Any = None) -> Any:
     """The SHA-256 of each value of an Arrow binary or string array, as a hex string array;
     with ``sys_flags``, compressed bodies are hashed decompressed."""
+
+def decompress_bodies(bodies: Any, sys_flags: Any, max_size: int = 67108864) -> Any:
+    """A binary array of ``bodies`` as RocketMQ consumers see them (compressed ones, by their
+    ``sys_flags`` entry, decompressed)."""
 
 def spark_read_log(
     store: MessageStore,

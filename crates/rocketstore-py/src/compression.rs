@@ -45,9 +45,14 @@ pub(crate) fn compress_options(
     Ok(Some(opts))
 }
 
-/// A body that does not decompress, as `CorruptionError`.
-pub(crate) fn codec_error(py: Python<'_>, e: &CodecError, offset: Option<u64>) -> PyErr {
-    corruption(py, e.to_string(), offset, "compressed body")
+/// A body that does not decompress, as `CorruptionError` (`prefix` says which).
+pub(crate) fn codec_error(
+    py: Python<'_>,
+    e: &CodecError,
+    offset: Option<u64>,
+    prefix: &str,
+) -> PyErr {
+    corruption(py, format!("{prefix}{e}"), offset, "compressed body")
 }
 
 /// The body of a message as a RocketMQ consumer sees it: ``body`` decompressed if
@@ -80,7 +85,7 @@ pub(crate) fn decompress_body<'py>(
     match got {
         Ok(true) => Ok(PyBytes::new(py, &out)),
         Ok(false) => Ok(body.clone()),
-        Err(e) => Err(codec_error(py, &e, None)),
+        Err(e) => Err(codec_error(py, &e, None, "")),
     }
 }
 
@@ -115,6 +120,6 @@ pub(crate) fn compress_body<'py>(
     };
     let mut out = Vec::new();
     py.detach(|| BodyCodec::default().compress(opts.codec, opts.level, body, &mut out))
-        .map_err(|e| codec_error(py, &e, None))?;
+        .map_err(|e| codec_error(py, &e, None, ""))?;
     Ok((PyBytes::new(py, &out), opts.codec.sys_flag()))
 }

@@ -95,6 +95,55 @@ pub(crate) fn body_sha256<'py>(
         .call1((array.into_pyobject(py)?,))
 }
 
+/// The bodies of a binary column as RocketMQ consumers see them: each value whose `sys_flags`
+/// entry marks it compressed is decompressed (at most `max_size` bytes), the others are kept;
+/// a binary array (nulls stay null). A value that does not decompress raises
+/// `CorruptionError` naming its row.
+#[pyfunction]
+#[pyo3(signature = (bodies, sys_flags, max_size = 67_108_864))]
+pub(crate) fn decompress_bodies<'py>(
+    py: Python<'py>,
+    bodies: PyArray,
+    sys_flags: PyArray,
+    max_size: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (array, _) = bodies.into_inner();
+    let values = ValueBytes::of(array.as_ref(), "body").map_err(|e| map_put_error(py, e))?;
+    let n = array.len();
+    let (f, _) = sys_flags.into_inner();
+    let flags = f
+        .as_primitive_opt::<arrow_array::types::Int32Type>()
+        .filter(|a| a.len() == n)
+        .ok_or_else(|| {
+            PyTypeError::new_err("sys_flags must be an int32 column as long as bodies")
+        })?;
+    let built = py.detach(|| {
+        let mut codec = BodyCodec::default();
+        let mut plain = Vec::new();
+        let total: usize = (0..n).filter_map(|i| values.get(i)).map(<[u8]>::len).sum();
+        let mut b = arrow_array::builder::BinaryBuilder::with_capacity(n, total);
+        for i in 0..n {
+            let Some(v) = values.get(i) else {
+                b.append_null();
+                continue;
+            };
+            let flag = if flags.is_null(i) { 0 } else { flags.value(i) };
+            match codec.decompress(flag, v, max_size, &mut plain) {
+                Ok(true) => b.append_value(&plain),
+                Ok(false) => b.append_value(v),
+                Err(e) => return Err((i, e)),
+            }
+        }
+        Ok(b.finish())
+    });
+    let array = built
+        .map_err(|(i, e)| crate::compression::codec_error(py, &e, None, &format!("row {i}: ")))?;
+    let array = PyArray::from_array_ref(Arc::new(array));
+    py.import("pyarrow")?
+        .getattr("array")?
+        .call1((array.into_pyobject(py)?,))
+}
+
 /// Prepares one Arrow batch of the Spark writer: the queue of each row without one (by
 /// `queue_selector`, `"hash"` of the keys or `"round_robin"`, over `queue_nums` queues, the
 /// round robin from `counter`) and the body digest of the batch.
@@ -323,6 +372,7 @@ pub(crate) fn register(m: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()> {
     m.add_class::<PyStoreReport>()?;
     m.add_function(wrap_pyfunction!(body_digest, m)?)?;
     m.add_function(wrap_pyfunction!(body_sha256, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress_bodies, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_batch, m)?)?;
     m.add_function(wrap_pyfunction!(verify_store, m)?)?;
     Ok(())

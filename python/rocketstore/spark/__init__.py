@@ -57,6 +57,9 @@ Writer option          Meaning
                        round robin (a per-task counter starting at the partition id).
 ``queueNums``          Number of queues per topic for the selector (default 4, RocketMQ's
                        ``defaultTopicQueueNums``).
+``compressionType``    ``none`` (default), ``lz4``, ``zstd`` or ``zlib``: compress bodies of at
+                       least ``compressOver`` bytes (default 4096) at ``compressLevel``
+                       (default 5) as a RocketMQ producer does.
 store configuration    Any keyword of :func:`rocketstore.config_fields`, in RocketMQ's
                        camelCase or snake_case, e.g. ``mappedFileSizeCommitLog``/
                        ``mapped_file_size_commit_log``, ``flushDiskType``, ``maxMessageSize``.
@@ -97,6 +100,9 @@ store configuration      Geometry of stores written with non-default settings, e
                          ``maxHashSlotNum``/``maxIndexNum`` for the index.
 =======================  =====================================================================
 
+Bodies are read as stored, with their ``sys_flag``; :func:`decompressed` turns a DataFrame
+of messages into the bodies a RocketMQ consumer sees (compressed ones decompressed).
+
 Stream: ``spark.readStream.format("rocketstore").load(path)`` with the reader's options
 (``table=messages`` only; no ending offsets). Offsets are per (store, topic, queue):
 ``{"store-00000": {"TopicA": {"0": 42}}}``. ``trigger(availableNow=True)`` reads what exists
@@ -108,6 +114,7 @@ Jobs: :func:`ingest` writes a DataFrame into ``N`` stores and :func:`verify` che
 
 from __future__ import annotations
 
+from rocketstore.spark._bodies import decompressed
 from rocketstore.spark._ingest import ingest
 from rocketstore.spark._interpreter import default_worker_python
 from rocketstore.spark._reader import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA
@@ -122,6 +129,7 @@ __all__ = [
     "MESSAGE_SCHEMA",
     "RocketStoreDataSource",
     "body_digest",
+    "decompressed",
     "ingest",
     "register",
     "verify",
