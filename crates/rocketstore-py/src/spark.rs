@@ -57,19 +57,7 @@ pub(crate) fn body_sha256<'py>(
     let (array, _) = bodies.into_inner();
     let values = ValueBytes::of(array.as_ref(), "body").map_err(|e| map_put_error(py, e))?;
     let n = array.len();
-    let flags = match sys_flags {
-        None => None,
-        Some(f) => {
-            let (f, _) = f.into_inner();
-            let ints = f
-                .as_primitive_opt::<arrow_array::types::Int32Type>()
-                .filter(|a| a.len() == n)
-                .ok_or_else(|| {
-                    PyTypeError::new_err("sys_flags must be an int32 column as long as bodies")
-                })?;
-            Some(ints.values().to_vec())
-        }
-    };
+    let flags = sys_flags.map(|f| sys_flag_values(f, n)).transpose()?;
     let hex = py.detach(|| {
         let mut codec = BodyCodec::default();
         let mut plain = Vec::new();
@@ -95,6 +83,18 @@ pub(crate) fn body_sha256<'py>(
         .call1((array.into_pyobject(py)?,))
 }
 
+/// The values of an int32 SYSFLAG column of `n` rows (a null counts as 0: not compressed).
+fn sys_flag_values(sys_flags: PyArray, n: usize) -> PyResult<Vec<i32>> {
+    let (f, _) = sys_flags.into_inner();
+    let ints = f
+        .as_primitive_opt::<arrow_array::types::Int32Type>()
+        .filter(|a| a.len() == n)
+        .ok_or_else(|| {
+            PyTypeError::new_err("sys_flags must be an int32 column as long as bodies")
+        })?;
+    Ok(ints.iter().map(|v| v.unwrap_or(0)).collect())
+}
+
 /// The bodies of a binary column as RocketMQ consumers see them: each value whose `sys_flags`
 /// entry marks it compressed is decompressed (at most `max_size` bytes), the others are kept;
 /// a binary array (nulls stay null). A value that does not decompress raises
@@ -110,13 +110,7 @@ pub(crate) fn decompress_bodies<'py>(
     let (array, _) = bodies.into_inner();
     let values = ValueBytes::of(array.as_ref(), "body").map_err(|e| map_put_error(py, e))?;
     let n = array.len();
-    let (f, _) = sys_flags.into_inner();
-    let flags = f
-        .as_primitive_opt::<arrow_array::types::Int32Type>()
-        .filter(|a| a.len() == n)
-        .ok_or_else(|| {
-            PyTypeError::new_err("sys_flags must be an int32 column as long as bodies")
-        })?;
+    let flags = sys_flag_values(sys_flags, n)?;
     let built = py.detach(|| {
         let mut codec = BodyCodec::default();
         let mut plain = Vec::new();
@@ -127,7 +121,7 @@ pub(crate) fn decompress_bodies<'py>(
                 b.append_null();
                 continue;
             };
-            let flag = if flags.is_null(i) { 0 } else { flags.value(i) };
+            let flag = flags.get(i).copied().unwrap_or(0);
             match codec.decompress(flag, v, max_size, &mut plain) {
                 Ok(true) => b.append_value(&plain),
                 Ok(false) => b.append_value(v),
