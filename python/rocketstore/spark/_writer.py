@@ -308,14 +308,15 @@ def _compress_options(own: Mapping[str, str]) -> dict[str, Any]:
         err.key = "compressionType"
         raise err
     level = parse_int("compressLevel", own.get(normalize("compressLevel"), "5"))
-    limits = {"zlib": (0, 9), "zstd": (1, 22)}
-    if kind in limits and not limits[kind][0] <= level <= limits[kind][1]:
-        lo, hi = limits[kind]
-        err = InvalidConfigError(
-            f"option 'compressLevel' must be {lo}-{hi} for {kind}, not {level}"
-        )
-        err.key = "compressLevel"
-        raise err
+    if kind != "none":
+        from rocketstore._native import compress_body
+
+        try:  # the engine holds each codec's level range
+            compress_body(b"", kind, level)
+        except (InvalidConfigError, OverflowError) as e:
+            err = InvalidConfigError(f"option 'compressLevel': {e}")
+            err.key = "compressLevel"
+            raise err from None
     return {
         "compression": None if kind == "none" else kind,
         "compress_level": level,
