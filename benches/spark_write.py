@@ -328,6 +328,9 @@ def main() -> None:
         help="filler: rocketstore bench's bodies (row number + a repeated alphabet, which "
         "Parquet's snappy compresses ~17x at 1 KiB); random: incompressible bytes",
     )
+    ap.add_argument(
+        "--partitions", type=int, default=2, help="partitions (tasks) of the DataFrame; default 2"
+    )
     args = ap.parse_args()
 
     base = Path(args.dir) / "rocketstore-spark-write"
@@ -372,7 +375,7 @@ def main() -> None:
                 table = table.set_column(table.schema.get_field_index("body"), "body", bodies)
             print(f"{size:5d} B bodies: {args.bodies}", flush=True)
             df = spark.createDataFrame(table)
-            df = df.repartition(2).cache()
+            df = df.repartition(args.partitions).cache()
             df.count()
             writers = _writers(df, str(opts.file_size))
             got: dict[str, list[tuple[float, float]]] = {x: [] for x in names}

@@ -562,6 +562,9 @@ impl ConsumeQueue {
             prealloc: None,
         };
         let file = Arc::new(MappedFile::create(&path, from, self.file_size, &opts)?);
+        // Units are appended 20 bytes at a time: fault in one page per page written, not the
+        // read-ahead window (up to the whole file) at the first unit.
+        file.advise_random();
         #[cfg(feature = "powerloss")]
         crate::powerloss::unsynced(&path);
         self.syncs.push(Created::File(path, self.file_size));

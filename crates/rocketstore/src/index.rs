@@ -1034,6 +1034,8 @@ impl IndexService {
             let path = self.dir.join(&name);
             match MappedFile::create(&path, 0, self.file_size, &opts) {
                 Ok(mf) => {
+                    // Slots are written all over and entries appended: one page per fault.
+                    mf.advise_random();
                     #[cfg(feature = "powerloss")]
                     crate::powerloss::unsynced(&path);
                     self.unsynced

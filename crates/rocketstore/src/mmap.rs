@@ -224,6 +224,14 @@ impl MmapRegion {
         self.raw.advise(Advice::WillNeed)
     }
 
+    /// `madvise(MADV_RANDOM)` over the whole mapping: a page fault then reads (for a fresh,
+    /// fallocated file: zero-fills) the one page it needs, not the device's read-ahead window
+    /// around it (`read_ahead_kb`, 8 MiB on some virtual disks: a whole consume queue file
+    /// zero-filled at its first write).
+    pub(crate) fn advise_random(&self) -> io::Result<()> {
+        self.raw.advise(Advice::Random)
+    }
+
     /// `mlock` the whole mapping.
     pub(crate) fn lock(&self) -> io::Result<()> {
         self.raw.lock()

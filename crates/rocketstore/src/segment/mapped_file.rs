@@ -192,6 +192,14 @@ impl MappedFile {
         &self.path
     }
 
+    /// Tells the kernel that this file's pages are touched in no useful order
+    /// ([`crate::mmap::MmapRegion::advise_random`]): for files written piece by piece through
+    /// the mapping (consume queues, index files), whose first write to a page would otherwise
+    /// fault in the whole read-ahead window around it. A hint: failure is ignored.
+    pub(crate) fn advise_random(&self) {
+        let _ = self.map.mapping().advise_random();
+    }
+
     /// The mapping, for structures that rewrite words in place through atomics (index headers
     /// and hash slots) and publish their own entries (mmap invariant 4).
     pub(crate) fn region(&self) -> &Arc<AppendRegion> {
