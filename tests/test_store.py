@@ -454,14 +454,19 @@ def test_new_queues_keep_only_the_pages_they_write_in_memory(store_dir: Path) ->
         pytest.skip("needs util-linux fincore to count resident pages")
     with MessageStore(store_dir, populate_mapped_file=False) as s:
         s.put_batch(
-            [{"topic": "Many", "queue_id": q, "body": b"x" * 100} for q in range(256) for _ in range(10)]
+            [
+                {"topic": "Many", "queue_id": q, "body": b"x" * 100}
+                for q in range(256)
+                for _ in range(10)
+            ]
         )
         deadline = time.monotonic() + 30
         while s.stats().get("dispatch_behind_bytes", 0) > 0 and time.monotonic() < deadline:
             time.sleep(0.005)
         cq = sorted(p for p in (store_dir / "consumequeue").rglob("*") if p.is_file())
         index = sorted(p for p in (store_dir / "index").iterdir() if p.is_file())
-        assert len(cq) == 256 and len(index) == 1
+        assert len(cq) == 256
+        assert len(index) == 1
 
         def resident(files: list[Path]) -> int:
             out = subprocess.run(
