@@ -1,9 +1,12 @@
 """Spark write: ``format("rocketstore")`` against Parquet and a no-op Python writer, alternated.
 
 Builds the ``rocketstore bench`` table of each body size, caches it as a 2-partition DataFrame in
-a local[2] session (as ``rocketstore bench --spark``), then times round after round:
+a local[2] session (as ``rocketstore bench --spark``; ``--partitions`` for more tasks), then
+times round after round:
 
 * ``parquet``: ``df.write.parquet`` (snappy);
+* ``parquet_durable``: the same, then ``fsync`` of every file and directory it wrote (a published
+  store is durable; Spark's file commit syncs nothing; ``--only`` it);
 * ``noop``: a Python ``DataSourceArrowWriter`` that only counts the Arrow batches Spark hands it
   (the JVM -> Python worker transfer, nothing written): the floor of any Python data source;
 * ``noop_nogc``: the same with the worker's heap frozen (``--only`` it);
@@ -251,10 +254,37 @@ def _profiled_source() -> type[DataSource]:
     return ProfiledSource
 
 
+def _fsync_tree(root: Path) -> None:
+    """``fsync`` of every file under ``root``, then of every directory, deepest first."""
+    dirs = []
+    for d, _, names in os.walk(root):
+        dirs.append(d)
+        for name in names:
+            fd = os.open(os.path.join(d, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for d in reversed(dirs):
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _durable_parquet(df: Any, p: Path) -> None:
+    df.write.mode("overwrite").parquet(str(p))
+    _fsync_tree(p)
+
+
 def _writers(df: Any, fsize: str) -> dict[str, Any]:
     """Each variant's write of ``df`` into a path."""
     return {
         "parquet": lambda p: df.write.mode("overwrite").parquet(str(p)),
+        # Parquet made as durable as a published store: its files and directories fsynced
+        # after the write (Spark's file commit syncs nothing), timed with the write.
+        "parquet_durable": lambda p: _durable_parquet(df, Path(p)),
         "noop": lambda p: df.write.format("rs_noop").mode("overwrite").save(str(p)),
         "noop_nogc": lambda p: (
             df.write.format("rs_noop").option("gc", "off").mode("overwrite").save(str(p))
