@@ -256,17 +256,10 @@ def _profiled_source() -> type[DataSource]:
 
 def _fsync_tree(root: Path) -> None:
     """``fsync`` of every file under ``root``, then of every directory, deepest first."""
-    dirs = []
-    for d, _, names in os.walk(root):
-        dirs.append(d)
-        for name in names:
-            fd = os.open(os.path.join(d, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    for d in reversed(dirs):
-        fd = os.open(d, os.O_RDONLY)
+    walked = list(os.walk(root))
+    files = [os.path.join(d, name) for d, _, names in walked for name in names]
+    for path in files + [d for d, _, _ in reversed(walked)]:
+        fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
