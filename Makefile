@@ -19,6 +19,9 @@ PYTHON      ?= python3
 VENV        ?= .venv
 CARGO       ?= cargo
 PYTEST_ARGS ?=
+# pytest worker processes for `make test` / `make test-all` (pytest-xdist; each worker that runs a
+# Spark test starts its own local[2] session). PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 # Extra arguments for `rocketstore demo`, e.g. DEMO_ARGS="--messages 100_000" or "--no-spark".
 DEMO_ARGS   ?=
 # Extra arguments for `cargo nextest run` / `cargo test`, e.g. CARGO_TEST_ARGS="-p rocketstore".
@@ -242,8 +245,20 @@ fmt: $(DEPS_STAMP) ## Reformat Rust and Python code and apply safe ruff fixes
 
 # ---- tests ---------------------------------------------------------------------------
 
-test: java-check lint test-rust test-python ## Lints + Rust tests + Python tests (all but `slow`)
-	$(call say,All checks passed)
+# `make -k` (as in .ci/run): whether to go on after a failed step, to report every failure.
+KEEP_GOING := $(findstring k,$(filter-out --%,$(firstword -$(MAKEFLAGS))))
+
+# Two phases. The first creates the virtualenv (pip: mostly waiting on the network) while the
+# Rust lints compile, with two jobs and each step's output kept together; the second runs the
+# rest one step at a time. The result is the same as running the steps in order.
+test: ## Lints + Rust tests + Python tests (all but `slow`)
+	@st=0; \
+	$(MAKE) -j2 --output-sync=target java-check venv lint-rust || st=$$?; \
+	if [ $$st -eq 0 ] || [ -n "$(KEEP_GOING)" ]; then \
+		$(MAKE) lint-python test-rust test-python || st=$$?; \
+	fi; \
+	if [ $$st -eq 0 ]; then printf '\n==> %s\n' "All checks passed"; fi; \
+	exit $$st
 
 test-all: java-check lint test-rust-all test-python-all ## Like `test`, plus slow tests and #[ignore]d Rust tests
 	$(call say,All checks passed (including slow tests))
@@ -264,8 +279,10 @@ test-rust-all: LIBTEST_EXTRA := --include-ignored
 test-rust-all: CRASH_ENV := ROCKETSTORE_CRASH_SLOW=1
 
 # Separate steps, so that `make -k` (as in .ci/run) still runs the others after a failure.
-test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests bench-check ## Rust tests: nextest (or cargo test), doctests, crash, failpoint and power-loss tests, benches compile
-test-rust-all: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests
+# The benches are type-checked by clippy (--all-targets) in `make test`; linking their release
+# binaries (bench-check, ~3 minutes on 2 cores) is left to `make test-all` and `make bench`.
+test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests ## Rust tests: nextest (or cargo test), doctests, crash, failpoint and power-loss tests
+test-rust-all: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests bench-check
 
 rust-tests:
 	$(call say,Rust tests$(if $(LIBTEST_EXTRA), including ignored ones))
@@ -308,12 +325,12 @@ endif
 
 # The wheel is built first: tests/test_wheel.py installs it into a new virtualenv.
 test-python: build wheel java-check ## Python tests: pytest -m 'not slow' (builds dist/ first)
-	$(call say,Python tests: pytest -m 'not slow')
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(call say,Python tests: pytest -m 'not slow' in $(PYTEST_WORKERS) worker processes)
+	$(PY) -m pytest -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-python-all: build wheel java-check
 	$(call say,Python tests: pytest (all markers, including slow))
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # ---- run -----------------------------------------------------------------------------
 
