@@ -61,7 +61,7 @@ say = @printf '\n==> %s\n' "$(1)"
 
 .PHONY: help venv build jvm wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles layering shared-builds \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \
-	rust-failpoint-tests rust-powerloss-tests bench-check test-python test-python-all java-check \
+	rust-failpoint-tests rust-powerloss-tests bench-check test-rust-in-order test-python test-python-all java-check \
 	demo bench fmt clean clean-py FORCE
 
 help: ## Show this list
@@ -248,17 +248,25 @@ fmt: $(DEPS_STAMP) ## Reformat Rust and Python code and apply safe ruff fixes
 # `make -k` (as in .ci/run): whether to go on after a failed step, to report every failure.
 KEEP_GOING := $(findstring k,$(filter-out --%,$(firstword -$(MAKEFLAGS))))
 
-# Two phases. The first creates the virtualenv (pip: mostly waiting on the network) while the
-# Rust lints compile, with two jobs and each step's output kept together; the second runs the
-# rest one step at a time. The result is the same as running the steps in order.
+# Four phases, each started only if the ones before passed (or with -k). Two of them run two
+# jobs at once, each step's output kept together: the virtualenv (pip, mostly waiting on the
+# network) beside the Rust lints, and the release wheel (zig links it, so it compiles the engine
+# again) beside the Rust tests, which run one after another and leave a core mostly idle (the
+# kill -9 harness waits on its children). The result is the same as running the steps in order.
+TEST_PHASES := "-j2 --output-sync=target java-check venv lint-rust" "lint-python" \
+	"-j2 --output-sync=target test-rust-in-order wheel" "test-python"
+
 test: ## Lints + Rust tests + Python tests (all but `slow`)
 	@st=0; \
-	$(MAKE) -j2 --output-sync=target java-check venv lint-rust || st=$$?; \
-	if [ $$st -eq 0 ] || [ -n "$(KEEP_GOING)" ]; then \
-		$(MAKE) lint-python test-rust test-python || st=$$?; \
-	fi; \
+	for phase in $(TEST_PHASES); do \
+		if [ $$st -eq 0 ] || [ -n "$(KEEP_GOING)" ]; then $(MAKE) $$phase || st=$$?; fi; \
+	done; \
 	if [ $$st -eq 0 ]; then printf '\n==> %s\n' "All checks passed"; fi; \
 	exit $$st
+
+# test-rust with its steps one at a time, as a single job of a parallel make.
+test-rust-in-order:
+	@$(MAKE) -j1 test-rust
 
 test-all: java-check lint test-rust-all test-python-all ## Like `test`, plus slow tests and #[ignore]d Rust tests
 	$(call say,All checks passed (including slow tests))
