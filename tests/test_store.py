@@ -482,3 +482,61 @@ def test_new_queues_keep_only_the_pages_they_write_in_memory(store_dir: Path) ->
         # 2,560 keys (UNIQ_KEY) in the 20 MB slot table touch at most 2,560 slot pages, plus
         # the header and the entries: far less than the whole file.
         assert resident(index) <= (2_560 + 16) * page, resident(index)
+
+
+def test_reopened_queues_keep_only_the_pages_they_read_in_memory(store_dir: Path) -> None:
+    """Reopening a store with many small queues reads each queue's last file ahead in 64 KiB
+    chunks and scans only the extents the file system holds data in (``SEEK_DATA``) for stale
+    bytes: its page cache stays about one chunk per queue, not the 5.7 MB of every file (1.4 GiB
+    for these 256 queues on a disk with 8 MiB read-ahead, and 4.6 s to reopen). Appending after
+    the reopen keeps it there, and every message reads back."""
+    import os
+    import shutil
+    import subprocess
+
+    fincore = shutil.which("fincore")
+    if fincore is None:
+        pytest.skip("needs util-linux fincore to count resident pages")
+
+    def put_and_dispatch(s: MessageStore) -> None:
+        s.put_batch(
+            [
+                {"topic": "Many", "queue_id": q, "body": b"x" * 100}
+                for q in range(256)
+                for _ in range(10)
+            ]
+        )
+        deadline = time.monotonic() + 30
+        while s.stats().get("dispatch_behind_bytes", 0) > 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def resident(files: list[Path]) -> int:
+        out = subprocess.run(
+            [fincore, "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return sum(int(x) for x in out.split())
+
+    with MessageStore(store_dir, populate_mapped_file=False) as s:
+        put_and_dispatch(s)
+    cq = sorted(p for p in (store_dir / "consumequeue").rglob("*") if p.is_file())
+    assert len(cq) == 256
+    os.sync()
+    for p in cq:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    page, chunk = 4096, 64 * 1024
+    if resident(cq) > 256 * page:
+        pytest.skip("the page cache kept the files after POSIX_FADV_DONTNEED")
+    with MessageStore(store_dir, populate_mapped_file=False) as s:
+        assert resident(cq) <= 256 * (chunk + 2 * page), resident(cq)
+        put_and_dispatch(s)
+        assert resident(cq) <= 256 * (chunk + 2 * page), resident(cq)
+        for q in (0, 255):
+            got = s.get_message("Many", q, 0, 32)
+            assert [m.queue_offset for m in got.messages] == list(range(20))

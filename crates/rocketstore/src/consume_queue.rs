@@ -46,6 +46,10 @@ pub(crate) const CONSUME_QUEUE_DIR: &str = "consumequeue";
 const UNIT: usize = CQ_STORE_UNIT_SIZE;
 const UNIT_I64: i64 = CQ_STORE_UNIT_SIZE as i64;
 const UNIT_U64: u64 = CQ_STORE_UNIT_SIZE as u64;
+/// Recovery reads the last file of a queue ahead in chunks of this size (see `recover`).
+const RECOVERY_READ_AHEAD: usize = 64 * 1024;
+/// A cursor over at least this many bytes of units asks for their pages up front.
+const CURSOR_READ_AHEAD_MIN: usize = 16 * 1024;
 
 /// Checks a consume-queue file size: a positive multiple of 20 that fits a Java `int`.
 fn check_file_size(file_size: u64) -> Result<usize> {
@@ -286,6 +290,12 @@ impl ConsumeQueue {
         check_not_symlink(&cq_root.join(topic))?;
         let files = MappedFileQueue::load(&dir, file_size, writable, SizePolicy::Exact)?;
         let loaded = files.len() > 0;
+        // The last file is the one still being appended to, mostly empty in a queue with few
+        // messages: random advice, so that its first read (recovery) or write does not fault in
+        // the whole file (see `create_file`). Recovery reads it ahead explicitly.
+        if let Some(last) = files.last() {
+            last.advise_random();
+        }
         Ok(Self {
             topic: topic.to_string(),
             queue_id,
@@ -353,7 +363,14 @@ impl ConsumeQueue {
                 )
             })?;
             let mut pos = 0usize;
+            // The last file is mapped with random advice (see `open`): read it ahead and map
+            // it here, a chunk at a time, so that a full file still comes in with large reads
+            // and few faults while a mostly empty one costs one chunk, not the read-ahead window.
+            let ahead = index + 1 == files.len();
             while pos + UNIT <= f.size() {
+                if ahead && pos.is_multiple_of(RECOVERY_READ_AHEAD) {
+                    f.prefetch(pos, RECOVERY_READ_AHEAD);
+                }
                 match unit_in(&view, pos) {
                     Some(u) if u.is_valid() => {
                         if !u.is_prefill() {
@@ -565,6 +582,10 @@ impl ConsumeQueue {
         // Units are appended 20 bytes at a time: fault in one page per page written, not the
         // read-ahead window (up to the whole file) at the first unit.
         file.advise_random();
+        // The file before it is complete: consumers read it in order, with read-around.
+        if let Some(previous) = self.files.last() {
+            previous.advise_normal();
+        }
         #[cfg(feature = "powerloss")]
         crate::powerloss::unsynced(&path);
         self.syncs.push(Created::File(path, self.file_size));
@@ -639,12 +660,17 @@ impl ConsumeQueue {
         let pos = u64::try_from(cq_offset).ok()?.checked_mul(UNIT_U64)?;
         let file = self.files.find(pos)?;
         let rel = usize::try_from(pos - file.from()).ok()?;
-        let left = file.slice_to_end(rel)?.len() / UNIT;
+        let left = (file.slice_to_end(rel)?.len() / UNIT).min(max_units);
+        // The last file of a queue is mapped with random advice (see `open`, `create_file`):
+        // a long read reads and maps its pages up front instead of faulting them one by one.
+        if left * UNIT >= CURSOR_READ_AHEAD_MIN {
+            file.prefetch(rel, left * UNIT);
+        }
         Some(UnitCursor {
             file,
             rel,
             next_offset: cq_offset,
-            left: left.min(max_units),
+            left,
         })
     }
 

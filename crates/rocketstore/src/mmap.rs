@@ -232,6 +232,32 @@ impl MmapRegion {
         self.raw.advise(Advice::Random)
     }
 
+    /// `madvise(MADV_NORMAL)` over the whole mapping: the kernel's default read-around again
+    /// (for a file that was written with [`MmapRegion::advise_random`] and is now read in order).
+    pub(crate) fn advise_normal(&self) -> io::Result<()> {
+        self.raw.advise(Advice::Normal)
+    }
+
+    /// Reads `[offset, offset + len)` (clamped to the mapping) in and maps it: `MADV_WILLNEED`
+    /// starts the reads as one batch whatever the mapping's advice, then `MADV_POPULATE_READ`
+    /// (Linux 5.14+; skipped where unknown) maps the pages, as the fault-around a mapping with
+    /// [`MmapRegion::advise_random`] does not get. For an in-order read of such a mapping.
+    pub(crate) fn prefetch_range(&self, offset: usize, len: usize) -> io::Result<()> {
+        let end = offset.saturating_add(len).min(self.len);
+        if offset >= end {
+            return Ok(());
+        }
+        self.raw
+            .advise_range(Advice::WillNeed, offset, end - offset)?;
+        match self
+            .raw
+            .advise_range(Advice::PopulateRead, offset, end - offset)
+        {
+            Err(e) if e.raw_os_error() == Some(22) => Ok(()),
+            other => other,
+        }
+    }
+
     /// `mlock` the whole mapping.
     pub(crate) fn lock(&self) -> io::Result<()> {
         self.raw.lock()
@@ -402,19 +428,20 @@ impl AppendRegion {
         self.reset(published);
     }
 
-    /// Zero-fills every non-zero 64 KiB chunk of `[from, len)` (recovery of a dirty tail, above
-    /// the watermark it recovered). Returns the bytes zeroed, `None` if the mapping is
-    /// read-only or `from` is in the atomic prefix.
-    pub(crate) fn zero_dirty(&mut self, from: usize) -> Option<usize> {
+    /// Zero-fills every non-zero 64 KiB chunk of `[from, to)` (clamped to the mapping; recovery
+    /// of a dirty tail, above the watermark it recovered). Returns the bytes zeroed, `None` if
+    /// the mapping is read-only or `from` is in the atomic prefix.
+    pub(crate) fn zero_dirty(&mut self, from: usize, to: usize) -> Option<usize> {
         const CHUNK: usize = 64 * 1024;
         static ZEROS: [u8; CHUNK] = [0; CHUNK];
         if !self.map.writable || from < self.words {
             return None;
         }
+        let to = to.min(self.map.len);
         let mut zeroed = 0;
         let mut at = from;
-        while at < self.map.len {
-            let len = CHUNK.min(self.map.len - at);
+        while at < to {
+            let len = CHUNK.min(to - at);
             // SAFETY: `[at, at + len)` is inside the mapping; `&mut self` proves that no slice,
             // atomic or writer handle of this region is alive (invariants 3 and 4), and the view
             // ends before the next write.
@@ -633,8 +660,8 @@ mod tests {
         let mut r = Arc::try_unwrap(r).unwrap();
         r.reset(4096);
         assert_eq!(r.published(), 4096);
-        assert_eq!(r.zero_dirty(4096), Some(4096));
-        assert_eq!(r.zero_dirty(4096), Some(0));
+        assert_eq!(r.zero_dirty(4096, usize::MAX), Some(4096));
+        assert_eq!(r.zero_dirty(4096, usize::MAX), Some(0));
     }
 
     #[test]
@@ -691,7 +718,7 @@ mod tests {
         assert_eq!(ro.read(0, 4).unwrap(), b"lock");
         let mut ro = Arc::try_unwrap(ro).unwrap();
         assert!(ro.touch_pages(0, 4096, |_, _| Ok(())).is_err());
-        assert!(ro.zero_dirty(0).is_none());
+        assert!(ro.zero_dirty(0, usize::MAX).is_none());
 
         // pwrite of the mapped file: above the watermark only, seen through the mapping.
         assert!(w.write_file(&f, 2, b"no").is_none(), "below the watermark");

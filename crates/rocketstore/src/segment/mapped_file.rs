@@ -61,6 +61,39 @@ fn sync_new_file(file: &File, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The byte ranges of `[from, to)` that the file system reports as data (`lseek` with
+/// `SEEK_DATA` and `SEEK_HOLE`); everything else reads as zeros. Where the file system cannot
+/// tell (the call fails with anything but "no data after this offset"), the whole range.
+fn data_ranges(file: &File, from: usize, to: usize) -> Vec<(usize, usize)> {
+    use rustix::fs::{seek, SeekFrom};
+    let whole = vec![(from, to)];
+    let mut ranges = Vec::new();
+    let mut at = from;
+    while at < to {
+        let start = match seek(file, SeekFrom::Data(at as u64)) {
+            Ok(start) => start,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(_) => return whole,
+        };
+        let Ok(start) = usize::try_from(start) else {
+            return whole;
+        };
+        if start >= to {
+            break;
+        }
+        let end = match seek(file, SeekFrom::Hole(start as u64)) {
+            Ok(end) => usize::try_from(end).map_or(to, |e| e.min(to)),
+            Err(_) => return whole,
+        };
+        if end <= start {
+            return whole;
+        }
+        ranges.push((start, end));
+        at = end;
+    }
+    ranges
+}
+
 /// Granularity of incremental preallocation.
 const ALLOC_STEP: u64 = 1 << 20;
 
@@ -198,6 +231,19 @@ impl MappedFile {
     /// fault in the whole read-ahead window around it. A hint: failure is ignored.
     pub(crate) fn advise_random(&self) {
         let _ = self.map.mapping().advise_random();
+    }
+
+    /// Back to the default advice (read-around on a fault), for a file written with
+    /// [`MappedFile::advise_random`] that is now complete and read in order. A hint.
+    pub(crate) fn advise_normal(&self) {
+        let _ = self.map.mapping().advise_normal();
+    }
+
+    /// Reads `[pos, pos + len)` of the file in and maps it
+    /// ([`crate::mmap::MmapRegion::prefetch_range`]), for an in-order read of a file mapped
+    /// with [`MappedFile::advise_random`]. A hint: failure is ignored.
+    pub(crate) fn prefetch(&self, pos: usize, len: usize) {
+        let _ = self.map.mapping().prefetch_range(pos, len);
     }
 
     /// The mapping, for structures that rewrite words in place through atomics (index headers
@@ -369,15 +415,23 @@ impl MappedFile {
     /// Zero-fills every non-zero 64 KiB chunk of `[pos, size)`: recovery makes sure no stale
     /// record can ever be read after a truncation point (reliability A5). Returns bytes zeroed.
     /// Exclusive (see `set_positions`).
+    ///
+    /// Only the ranges the file system reports as data are read (`SEEK_DATA`/`SEEK_HOLE`): a
+    /// hole, or a preallocated extent never written, reads as zeros, and reading it through
+    /// the mapping would fault in (zero-fill) every page of a mostly empty file at each reopen.
     pub(crate) fn zero_dirty_tail(&mut self, pos: usize) -> Result<usize> {
         if !self.writable {
             return Ok(0);
         }
         let path = self.path.clone();
-        let zeroed = self
-            .map_mut()?
-            .zero_dirty(pos)
-            .ok_or(Error::ReadOnly { path })?;
+        let ranges = data_ranges(&self.file, pos, self.size);
+        let map = self.map_mut()?;
+        let mut zeroed = 0;
+        for (from, to) in ranges {
+            zeroed += map
+                .zero_dirty(from.max(pos), to)
+                .ok_or_else(|| Error::ReadOnly { path: path.clone() })?;
+        }
         if zeroed > 0 {
             self.map
                 .mapping()
@@ -1007,6 +1061,38 @@ mod tests {
         w.write_with(2, 2, |b| b.copy_from_slice(b"xy")).unwrap();
         w.publish(4);
         assert_eq!(held.slice(0, 4).unwrap(), b"abxy");
+    }
+
+    #[test]
+    fn zero_dirty_tail_finds_stale_bytes_past_a_hole() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0");
+        let size = 1 << 20;
+        drop(MappedFile::create(&path, 0, size, &opts()).unwrap());
+        let raw = OpenOptions::new().write(true).open(&path).unwrap();
+        raw.write_all_at(b"abcd", 0).unwrap();
+        // A stale record far above the end, past never-written (preallocated) extents.
+        raw.write_all_at(&[7u8; 10], 600_000).unwrap();
+        raw.write_all_at(&[9u8; 3], size as u64 - 3).unwrap();
+        drop(raw);
+        let ranges = data_ranges(&File::open(&path).unwrap(), 4, size);
+        assert!(
+            ranges.iter().any(|&(a, b)| a <= 600_000 && 600_010 <= b),
+            "{ranges:?}"
+        );
+        let mut mf = MappedFile::open(&path, 0, size, true).unwrap();
+        mf.set_positions(4).unwrap();
+        assert!(mf.zero_dirty_tail(4).unwrap() > 0);
+        drop(mf);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..4], b"abcd");
+        assert!(
+            bytes[4..].iter().all(|&b| b == 0),
+            "every stale byte zeroed"
+        );
+        let read = File::open(&path).unwrap();
+        assert!(data_ranges(&read, 0, 0).is_empty());
     }
 
     #[test]
