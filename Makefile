@@ -251,8 +251,8 @@ KEEP_GOING := $(findstring k,$(filter-out --%,$(firstword -$(MAKEFLAGS))))
 # Four phases, each started only if the ones before passed (or with -k). Two of them run two
 # jobs at once, each step's output kept together: the virtualenv (pip, mostly waiting on the
 # network) beside the Rust lints, and the release wheel (zig links it, so it compiles the engine
-# again) beside the Rust tests, which run one after another and leave a core mostly idle (the
-# kill -9 harness waits on its children). The result is the same as running the steps in order.
+# again) beside the Rust tests, which run one after another (the kill -9 harness keeps about one
+# core busy). The result is the same as running the steps in order.
 TEST_PHASES := "-j2 --output-sync=target java-check venv lint-rust" "lint-python" \
 	"-j2 --output-sync=target test-rust-in-order wheel" "test-python"
 
@@ -264,9 +264,11 @@ test: ## Lints + Rust tests + Python tests (all but `slow`)
 	if [ $$st -eq 0 ]; then printf '\n==> %s\n' "All checks passed"; fi; \
 	exit $$st
 
-# test-rust with its steps one at a time, as a single job of a parallel make.
+# test-rust's steps one at a time, as a single job of a parallel make: the kill -9 harness first,
+# so that the wheel's compile (the other job) overlaps the harness's waits more than the compile
+# of the other test binaries.
 test-rust-in-order:
-	@$(MAKE) -j1 test-rust
+	@$(MAKE) -j1 rust-crash-tests rust-tests rust-doctests rust-failpoint-tests rust-powerloss-tests
 
 test-all: java-check lint test-rust-all test-python-all ## Like `test`, plus slow tests and #[ignore]d Rust tests
 	$(call say,All checks passed (including slow tests))
