@@ -440,48 +440,62 @@ def test_long_calls_release_the_gil(store_dir: Path) -> None:
         assert max_gap < max(0.05, span[0] / 2), (max_gap, span[0])
 
 
+def _fincore() -> str:
+    """The util-linux ``fincore`` command (the test is skipped without it)."""
+    import shutil
+
+    fincore = shutil.which("fincore")
+    if fincore is None:
+        pytest.skip("needs util-linux fincore to count resident pages")
+    return fincore
+
+
+def _resident(fincore: str, files: list[Path]) -> int:
+    """Bytes of ``files`` resident in the page cache."""
+    import subprocess
+
+    out = subprocess.run(
+        [fincore, "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sum(int(x) for x in out.split())
+
+
+def _put_ten_in_each_of_256_queues(s: MessageStore) -> None:
+    """10 messages of 100 B into each of 256 queues of topic ``Many``, then waits for dispatch."""
+    s.put_batch(
+        [
+            {"topic": "Many", "queue_id": q, "body": b"x" * 100}
+            for q in range(256)
+            for _ in range(10)
+        ]
+    )
+    deadline = time.monotonic() + 30
+    while s.stats().get("dispatch_behind_bytes", 0) > 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def test_new_queues_keep_only_the_pages_they_write_in_memory(store_dir: Path) -> None:
     """A consume queue file's (and an index file's) first write faults in one page, not the
     device's read-ahead window around it: 256 queues of 10 units each keep about one page
     per queue in the page cache, not a zero-filled copy of every 5.7 MB file (the files are
     mapped with ``MADV_RANDOM``; on a disk with 8 MiB read-ahead the old mapping held
     1.4 GiB for these 2,560 messages)."""
-    import shutil
-    import subprocess
-
-    fincore = shutil.which("fincore")
-    if fincore is None:
-        pytest.skip("needs util-linux fincore to count resident pages")
+    fincore = _fincore()
     with MessageStore(store_dir, populate_mapped_file=False) as s:
-        s.put_batch(
-            [
-                {"topic": "Many", "queue_id": q, "body": b"x" * 100}
-                for q in range(256)
-                for _ in range(10)
-            ]
-        )
-        deadline = time.monotonic() + 30
-        while s.stats().get("dispatch_behind_bytes", 0) > 0 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _put_ten_in_each_of_256_queues(s)
         cq = sorted(p for p in (store_dir / "consumequeue").rglob("*") if p.is_file())
         index = sorted(p for p in (store_dir / "index").iterdir() if p.is_file())
         assert len(cq) == 256
         assert len(index) == 1
 
-        def resident(files: list[Path]) -> int:
-            out = subprocess.run(
-                [fincore, "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-            return sum(int(x) for x in out.split())
-
         page = 4096
-        assert resident(cq) <= 256 * 2 * page, resident(cq)
+        assert _resident(fincore, cq) <= 256 * 2 * page, _resident(fincore, cq)
         # 2,560 keys (UNIQ_KEY) in the 20 MB slot table touch at most 2,560 slot pages, plus
         # the header and the entries: far less than the whole file.
-        assert resident(index) <= (2_560 + 16) * page, resident(index)
+        assert _resident(fincore, index) <= (2_560 + 16) * page, _resident(fincore, index)
 
 
 def test_reopened_queues_keep_only_the_pages_they_read_in_memory(store_dir: Path) -> None:
@@ -491,36 +505,10 @@ def test_reopened_queues_keep_only_the_pages_they_read_in_memory(store_dir: Path
     for these 256 queues on a disk with 8 MiB read-ahead, and 4.6 s to reopen). Appending after
     the reopen keeps it there, and every message reads back."""
     import os
-    import shutil
-    import subprocess
 
-    fincore = shutil.which("fincore")
-    if fincore is None:
-        pytest.skip("needs util-linux fincore to count resident pages")
-
-    def put_and_dispatch(s: MessageStore) -> None:
-        s.put_batch(
-            [
-                {"topic": "Many", "queue_id": q, "body": b"x" * 100}
-                for q in range(256)
-                for _ in range(10)
-            ]
-        )
-        deadline = time.monotonic() + 30
-        while s.stats().get("dispatch_behind_bytes", 0) > 0 and time.monotonic() < deadline:
-            time.sleep(0.005)
-
-    def resident(files: list[Path]) -> int:
-        out = subprocess.run(
-            [fincore, "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        return sum(int(x) for x in out.split())
-
+    fincore = _fincore()
     with MessageStore(store_dir, populate_mapped_file=False) as s:
-        put_and_dispatch(s)
+        _put_ten_in_each_of_256_queues(s)
     cq = sorted(p for p in (store_dir / "consumequeue").rglob("*") if p.is_file())
     assert len(cq) == 256
     os.sync()
@@ -531,12 +519,12 @@ def test_reopened_queues_keep_only_the_pages_they_read_in_memory(store_dir: Path
         finally:
             os.close(fd)
     page, chunk = 4096, 64 * 1024
-    if resident(cq) > 256 * page:
+    if _resident(fincore, cq) > 256 * page:
         pytest.skip("the page cache kept the files after POSIX_FADV_DONTNEED")
     with MessageStore(store_dir, populate_mapped_file=False) as s:
-        assert resident(cq) <= 256 * (chunk + 2 * page), resident(cq)
-        put_and_dispatch(s)
-        assert resident(cq) <= 256 * (chunk + 2 * page), resident(cq)
+        assert _resident(fincore, cq) <= 256 * (chunk + 2 * page), _resident(fincore, cq)
+        _put_ten_in_each_of_256_queues(s)
+        assert _resident(fincore, cq) <= 256 * (chunk + 2 * page), _resident(fincore, cq)
         for q in (0, 255):
             got = s.get_message("Many", q, 0, 32)
             assert [m.queue_offset for m in got.messages] == list(range(20))
