@@ -268,7 +268,7 @@ test: ## Lints + Rust tests + Python tests (all but `slow`)
 # so that the wheel's compile (the other job) overlaps the harness's waits more than the compile
 # of the other test binaries.
 test-rust-in-order:
-	@$(MAKE) -j1 rust-crash-tests rust-tests rust-doctests rust-failpoint-tests rust-powerloss-tests
+	@$(MAKE) -j1 $(TEST_RUST_STEPS)
 
 test-all: java-check lint test-rust-all test-python-all ## Like `test`, plus slow tests and #[ignore]d Rust tests
 	$(call say,All checks passed (including slow tests))
@@ -291,8 +291,9 @@ test-rust-all: CRASH_ENV := ROCKETSTORE_CRASH_SLOW=1
 # Separate steps, so that `make -k` (as in .ci/run) still runs the others after a failure.
 # The benches are type-checked by clippy (--all-targets) in `make test`; linking their release
 # binaries (bench-check, ~3 minutes on 2 cores) is left to `make test-all` and `make bench`.
-test-rust: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests ## Rust tests: nextest (or cargo test), doctests, crash, failpoint and power-loss tests
-test-rust-all: rust-tests rust-doctests rust-crash-tests rust-failpoint-tests rust-powerloss-tests bench-check
+TEST_RUST_STEPS := rust-crash-tests rust-tests rust-doctests rust-failpoint-tests rust-powerloss-tests
+test-rust: $(TEST_RUST_STEPS) ## Rust tests: nextest (or cargo test), doctests, crash, failpoint and power-loss tests
+test-rust-all: $(TEST_RUST_STEPS) bench-check
 
 rust-tests:
 	$(call say,Rust tests$(if $(LIBTEST_EXTRA), including ignored ones))
