@@ -10,11 +10,14 @@ compare them on a busy machine, where only the CPU time per message stays compar
     done
 
 Figures: ``get_message`` (32 per call, every queue, each body's length read), ``read_arrow``
-(65,536 per call), ``get_message_arrow`` (every queue), ``query`` (100,000 random keys per
-pass). CPU is ``time.process_time()``: every thread of the process; "cores busy" is that CPU
-over the wall time (how well a read's helper threads run beside the calling thread). pyarrow
-is imported before the clock starts (the first Arrow read would otherwise import it, ~0.16 s
-of CPU, inside the timed loop).
+(65,536 per call), ``get_message_arrow`` (every queue), ``query`` (100,000 random keys per pass);
+two baselines on the same store: ``arrow_take`` (each queue's rows gathered by pyarrow's ``take``
+from the whole log already read into one table: the same columns copied by Arrow itself, no record
+decoding) and ``file_read`` (``readinto()`` of the commit log files up to the last record: the scan
+floor of ``rocketstore bench``). CPU is ``time.process_time()``: every thread of the process;
+"cores busy" is that CPU over the wall time (how well a read's helper threads run beside the
+calling thread). pyarrow is imported before the clock starts (the first Arrow read would otherwise
+import it, ~0.16 s of CPU, inside the timed loop).
 """
 
 import os
@@ -56,6 +59,31 @@ def main() -> None:
         return
     s = rocketstore.MessageStore(path, read_only=True, **CONFIG)
     got = 0
+    if what == "arrow_take":
+        # The same rows gathered by Arrow itself: the whole log read into one table (untimed),
+        # then each queue's rows taken from it (the columns get_message_arrow builds, copied
+        # by pyarrow's `take` from memory instead of decoded from the mapped records).
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        batches, off = [], 0
+        while True:
+            batch, off = s.read_arrow(off, max_messages=65536)
+            if batch.num_rows == 0:
+                break
+            batches.append(batch)
+        table = pa.Table.from_batches(batches).combine_chunks()
+        rows = pa.array(range(table.num_rows), pa.int64())
+        topic, queue = table["topic"], table["queue_id"]
+        queues = [
+            pc.filter(rows, pc.and_(pc.equal(topic, f"BenchTopic{t}"), pc.equal(queue, q)))
+            for t in range(4)
+            for q in range(8)
+        ]
+    elif what == "file_read":
+        log = os.path.join(path, "commitlog")
+        files = sorted(os.path.join(log, f) for f in os.listdir(log))
+        buf = memoryview(bytearray(8 << 20))
     c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(passes):
         if what == "read_arrow":
@@ -84,6 +112,18 @@ def main() -> None:
                             if batch.num_rows == 0:
                                 break
                             got += batch.num_rows
+        elif what == "arrow_take":
+            for idx in queues:
+                got += table.take(idx).num_rows
+        elif what == "file_read":
+            # The scan floor of `rocketstore bench` (readinto() of every commit log file, page
+            # cache warm), counted in the store's messages.
+            left = s.max_commitlog_offset()  # the records, not the files' zeroed tails
+            for f in files:
+                with open(f, "rb", buffering=0) as fh:
+                    while left > 0 and (n := fh.readinto(buf[: min(len(buf), left)])):
+                        left -= n
+            got += N
         elif what == "query":
             rng = random.Random(5)
             for _ in range(100_000):

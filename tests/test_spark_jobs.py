@@ -361,7 +361,7 @@ def test_source_without_queue_id_and_with_key_arrays_verifies_green(
     assert report.ok, report.format()
     assert src.checked == N_SMALL
     assert any("queues are not compared" in n for n in src.notes)
-    assert any("SHA-256 digests" in n for n in src.notes)
+    assert any("xxhash64 digests" in n for n in src.notes)
 
 
 def test_demo_laid_out_per_store_ingests_without_a_shuffle(

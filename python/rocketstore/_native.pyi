@@ -611,8 +611,9 @@ class StoreReport:
         """``(topic, queue_id, messages, min_offset, max_offset)`` per queue."""
     @property
     def message_digests(self) -> list[tuple[str, int, int, int]]:
-        """``(topic, queue_id, messages, sum of message digests)`` per queue (the sums are 0
-        unless ``verify_store`` was given ``message_digest``)."""
+        """``(topic, queue_id, messages, sum of message digests)`` per queue: each digest is
+        Spark SQL's ``xxhash64(topic, [queue_id,] keys, tags, body)`` of a record as an unsigned
+        integer (the sums are 0 unless ``verify_store`` was given ``message_digest``)."""
 
 def verify_store(
     path: str | os.PathLike[str],

@@ -328,7 +328,8 @@ fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
 /// unit against its record, gap-free queues, every key through the index (or `sample_keys`
 /// keyed records) and, given its `_SUCCESS` entry, the manifest's counts and body digest. With
 /// `message_digest` (True: queue ids included, False: not), `message_digests` also sums each
-/// record's `bulk::message_digest` per queue for the comparison with a source. One native call
+/// record's `bulk::message_hash` (Spark SQL's `xxhash64(topic, [queue_id,] keys, tags, body)`)
+/// per queue for the comparison with a source. One native call
 /// with the interpreter released; it never raises for damage (that is in the report), only for
 /// bad arguments.
 ///

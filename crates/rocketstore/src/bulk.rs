@@ -70,70 +70,42 @@ pub fn body_digest<'a>(bodies: impl IntoIterator<Item = Option<&'a [u8]>>) -> u1
         .sum()
 }
 
-/// The digest of one message as the verifier's comparison with a source sees it: the first
-/// 60 bits of `SHA-256(topic 0 [queue_id 0] keys 0 tags 0 sha256_hex(body))` (`0` a zero
-/// byte, `queue_id` in decimal and only when `queue_id` is given, an absent key list or tag
-/// as no bytes). Spark SQL computes the same value from a source row as
-/// `conv(substr(sha2(concat(topic, '\0', cast(queue_id as string), '\0', coalesce(keys, ''),
-/// '\0', coalesce(tags, ''), '\0', sha2(body, 256)), 256), 1, 15), 16, 10)`, so summing it per
-/// queue on both sides compares the stored messages with the source without a join.
+/// Spark SQL's seed of `xxhash64`.
+const SPARK_XXHASH64_SEED: u64 = 42;
+
+/// The hash of one message as the verifier's comparison with a source sees it: Spark SQL's
+/// `xxhash64(topic, queue_id, keys, tags, body)` of the message as an unsigned integer.
+/// `queue_id` is hashed only when given (as Spark hashes an `int`: its four little-endian
+/// bytes); an absent or empty key list or tag is skipped, as Spark skips a null. Each value
+/// is XXH64 of its bytes seeded with the hash so far, starting from Spark's seed 42.
+///
+/// Summing it per queue on both sides (the stores' records here, the source rows by one Spark
+/// aggregation: `sum(shiftrightunsigned(h, 32)) * 2^32 + sum(h & 0xFFFFFFFF)`, in two `long`
+/// sums) compares the stored messages with the source, with multiplicity, without a join.
 ///
 /// ```
-/// use rocketstore::bulk::{digest_of, message_digest, sha256_hex};
-/// let mut text = b"T\x003\x00k1 k2\x00TagA\x00".to_vec();
-/// text.extend_from_slice(&sha256_hex(b"hello"));
-/// assert_eq!(message_digest(b"T", Some(3), b"k1 k2", b"TagA", b"hello"), digest_of(&text));
+/// use rocketstore::bulk::message_hash;
+/// // Spark 4: SELECT xxhash64('T', 3, 'k1 k2', 'TagA', X'68656c6c6f')
+/// assert_eq!(message_hash(b"T", Some(3), b"k1 k2", b"TagA", b"hello"), 7_436_775_890_466_507_890);
 /// ```
-pub fn message_digest(
+pub fn message_hash(
     topic: &[u8],
     queue_id: Option<i32>,
     keys: &[u8],
     tags: &[u8],
     body: &[u8],
 ) -> u64 {
-    message_digest_of_hex(topic, queue_id, keys, tags, &sha256_hex(body))
-}
-
-/// [`digest_of`] and [`message_digest`] of one message, hashing the body once.
-///
-/// ```
-/// use rocketstore::bulk::{digest_of, message_digest, message_digests};
-/// let (body, message) = message_digests(b"T", Some(3), b"k", b"TagA", b"hello");
-/// assert_eq!(body, digest_of(b"hello"));
-/// assert_eq!(message, message_digest(b"T", Some(3), b"k", b"TagA", b"hello"));
-/// ```
-pub fn message_digests(
-    topic: &[u8],
-    queue_id: Option<i32>,
-    keys: &[u8],
-    tags: &[u8],
-    body: &[u8],
-) -> (u64, u64) {
-    let hash = Sha256::digest(body);
-    let message = message_digest_of_hex(topic, queue_id, keys, tags, &hex_of(&hash));
-    (first_60_bits(&hash), message)
-}
-
-fn message_digest_of_hex(
-    topic: &[u8],
-    queue_id: Option<i32>,
-    keys: &[u8],
-    tags: &[u8],
-    body_hex: &[u8; 64],
-) -> u64 {
-    let mut h = Sha256::new();
-    h.update(topic);
-    h.update([0u8]);
+    use twox_hash::XxHash64;
+    let mut h = XxHash64::oneshot(SPARK_XXHASH64_SEED, topic);
     if let Some(q) = queue_id {
-        h.update(q.to_string().as_bytes());
-        h.update([0u8]);
+        h = XxHash64::oneshot(h, &q.to_le_bytes());
     }
-    h.update(keys);
-    h.update([0u8]);
-    h.update(tags);
-    h.update([0u8]);
-    h.update(body_hex);
-    first_60_bits(&h.finalize())
+    for value in [keys, tags] {
+        if !value.is_empty() {
+            h = XxHash64::oneshot(h, value);
+        }
+    }
+    XxHash64::oneshot(h, body)
 }
 
 /// How [`QueueChooser`] picks the queue of a message without one.
@@ -266,6 +238,70 @@ pub fn compress_messages<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_hash_is_spark_xxhash64() {
+        // Spark 4.0 `xxhash64(topic, queue_id, keys, tags, body)` and, with a null queue id
+        // (skipped like a missing one), `xxhash64(topic, keys, tags, body)`, as unsigned values.
+        let body_768: Vec<u8> = (0..=255u8).cycle().take(768).collect();
+        let unicode_body = "正文 body of 33 bytes..........".as_bytes();
+        /// topic, queue id, keys, tags, body; Spark's hash with the queue id and without.
+        type Case<'a> = (
+            &'a [u8],
+            Option<i32>,
+            &'a [u8],
+            &'a [u8],
+            &'a [u8],
+            u64,
+            u64,
+        );
+        let cases: [Case<'_>; 4] = [
+            (
+                b"T",
+                Some(3),
+                b"k1 k2",
+                b"TagA",
+                b"hello",
+                7_436_775_890_466_507_890,
+                2_544_797_247_850_988_349,
+            ),
+            (
+                b"TopicTest",
+                Some(0),
+                b"",
+                b"",
+                b"",
+                7_556_694_928_511_022_632,
+                6_112_275_802_719_892_689,
+            ),
+            (
+                b"orders",
+                Some(-1),
+                b"ORD-1",
+                b"",
+                &body_768,
+                15_415_228_783_424_265_131,
+                15_874_643_421_065_121_943,
+            ),
+            (
+                "主题".as_bytes(),
+                Some(7),
+                "键 k".as_bytes(),
+                "标签".as_bytes(),
+                unicode_body,
+                4_289_134_510_387_062_003,
+                9_806_538_660_723_048_065,
+            ),
+        ];
+        for (topic, queue, keys, tags, body, with_queue, without) in cases {
+            assert_eq!(message_hash(topic, queue, keys, tags, body), with_queue);
+            assert_eq!(message_hash(topic, None, keys, tags, body), without);
+        }
+        assert_eq!(
+            message_hash(b"T", None, b"k", b"TagA", b"hello"),
+            9_932_338_809_724_820_283
+        );
+    }
 
     #[test]
     fn digest_matches_sha256_prefix() {

@@ -24,7 +24,7 @@ use std::path::Path;
 
 use rocketstore_format::{property, sysflag, tags_code, RecordView, SCHEDULE_TOPIC};
 
-use crate::bulk::{digest_of, message_digests};
+use crate::bulk::{digest_of, message_hash};
 use crate::compression::{BodyCodec, CodecError, DEFAULT_MAX_DECOMPRESSED};
 use crate::config::StoreConfig;
 use crate::dispatch::raw_property;
@@ -123,7 +123,7 @@ pub struct VerifyOptions {
     pub manifest: Option<ManifestEntry>,
     /// Look up the keys of at most this many keyed records (evenly spread); all without.
     pub sample_keys: Option<usize>,
-    /// Also sum [`crate::bulk::message_digest`] per queue into
+    /// Also sum [`crate::bulk::message_hash`] per queue into
     /// [`QueueSummary::message_digest`], with (`Some(true)`) or without (`Some(false)`) the
     /// queue id in each message's digest, for a comparison with the source of the messages.
     pub message_digest: Option<bool>,
@@ -142,7 +142,7 @@ pub struct QueueSummary {
     pub min_offset: i64,
     /// The consume queue's max offset (next offset to write).
     pub max_offset: i64,
-    /// The sum of [`crate::bulk::message_digest`] over the queue's records (0 unless
+    /// The sum of [`crate::bulk::message_hash`] over the queue's records (0 unless
     /// [`VerifyOptions::message_digest`] asked for it).
     pub message_digest: u128,
 }
@@ -217,7 +217,7 @@ struct Scan {
     digest: u128,
     bad_crc: std::collections::HashSet<u64>,
     end: u64,
-    /// `Some(with queue id)`: sum message digests per (topic, queue) into `sums`.
+    /// `Some(with queue id)`: sum message hashes per (topic, queue) into `sums`.
     message_digest: Option<bool>,
     sums: HashMap<(u32, i32), u128>,
     /// Decompresses the bodies a producer compressed: digests are over the body a consumer
@@ -270,13 +270,10 @@ impl Scan {
             let keys = raw_property(props, property::KEYS).unwrap_or_default();
             let tags = raw_property(props, property::TAGS).unwrap_or_default();
             let queue = with_queue.then_some(v.queue_id);
-            // One SHA-256 of the body for both digests.
-            let (body, d) = message_digests(v.topic.as_bytes(), queue, keys, tags, body);
-            self.digest += u128::from(body);
+            let d = message_hash(v.topic.as_bytes(), queue, keys, tags, body);
             *self.sums.entry((topic, v.queue_id)).or_default() += u128::from(d);
-        } else {
-            self.digest += u128::from(digest_of(body));
         }
+        self.digest += u128::from(digest_of(body));
         let rollback = v.sys_flag & sysflag::TRANSACTION_MASK == sysflag::TRANSACTION_ROLLBACK_TYPE;
         if rollback {
             return; // never indexed (spec 6.3)

@@ -1,6 +1,7 @@
 //! `verify_store`: a pristine store of several files passes every check with the manifest entry the
 //! writer would record; a flipped body byte fails `crc` (and the digest) at that record only; a
-//! wrong manifest entry fails `manifest`; an index that lost its entries fails `index`.
+//! wrong manifest entry fails `manifest`; an index entry that points elsewhere fails `index`, naming
+//! the key.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -153,4 +154,49 @@ fn missing_store_fails_framing_only() {
     assert!(!report.ok());
     assert!(!report.check("crc").unwrap().ran);
     assert!(report.check("framing").unwrap().examples[0].contains("cannot open"));
+}
+
+#[test]
+fn index_entry_pointing_elsewhere_fails_index_naming_the_key() {
+    use rocketstore::format::{INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE};
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path());
+    // Record 7 (topic VerifyB): its entry for key "k7" now points one byte past the record.
+    let hash = rocketstore::format::index_key_hash_of("VerifyB", "k7");
+    let slots = 64usize;
+    let mut damaged = 0;
+    for file in std::fs::read_dir(dir.path().join("index")).unwrap() {
+        let path = file.unwrap().path();
+        let mut data = std::fs::read(&path).unwrap();
+        let entries = INDEX_HEADER_SIZE + slots * 4;
+        let mut at = entries + INDEX_ENTRY_SIZE; // entry 0 is never used
+        while at + INDEX_ENTRY_SIZE <= data.len() {
+            let h = i32::from_be_bytes(data[at..at + 4].try_into().unwrap());
+            let phy = i64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap());
+            if h == hash && phy > 0 {
+                data[at + 4..at + 12].copy_from_slice(&(phy + 1).to_be_bytes());
+                damaged += 1;
+            }
+            at += INDEX_ENTRY_SIZE;
+        }
+        std::fs::write(&path, &data).unwrap();
+    }
+    assert_eq!(damaged, 1, "one entry of k7");
+
+    let opts = VerifyOptions {
+        name: Some("s0".into()),
+        ..VerifyOptions::default()
+    };
+    let report = verify_store(dir.path(), config(), &opts);
+    let index = report.check("index").unwrap();
+    assert_eq!(index.failed, 1, "{index:?}");
+    assert_eq!(index.checked, 3 * u64::from(N));
+    assert!(
+        index.examples[0]
+            .starts_with("s0: the index does not find key \"k7\" of topic \"VerifyB\""),
+        "{index:?}"
+    );
+    for name in ["crc", "framing", "consume_queue", "gap_free"] {
+        assert!(report.check(name).unwrap().passed(), "{name}: {report:?}");
+    }
 }

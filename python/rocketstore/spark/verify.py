@@ -15,7 +15,7 @@ open of the store (the interpreter released; no per-record Python):
   digest match what is on disk;
 * ``source`` (``verify`` given ``expected``): the stored messages equal the source DataFrame,
   with multiplicity, on topic, queue (if the source has ``queue_id``), keys, tags and body:
-  per queue, the count and the sum of a SHA-256 digest of each message (the stores' side
+  per queue, the count and the sum of an xxhash64 digest of each message (the stores' side
   summed by the native checks in the same pass, the source's by one Spark aggregation, no
   join); if they differ, a row-by-row comparison (a Spark join) names the differing rows.
 
@@ -284,38 +284,37 @@ def _normalized(df: DataFrame, with_queue: bool, *, body_hash: bool = True) -> D
 
 
 #: What a ``source`` check that passed on the digests says about how it compared.
-_DIGEST_NOTE = "per queue: count and sum of SHA-256 digests of topic, queue, keys, tags, body"
+_DIGEST_NOTE = "per queue: count and sum of xxhash64 digests of topic, queue, keys, tags, body"
 
 
 def _source_digests(expected: DataFrame, with_queue: bool) -> dict[tuple[Any, ...], list[int]]:
-    """(topic[, queue_id]) -> [rows, sum of message digests] of the source, by one aggregation.
+    """(topic[, queue_id]) -> [rows, sum of message hashes] of the source, by one aggregation.
 
-    The digest is the native ``message_digest`` (``rocketstore::bulk``), which the per-store
-    checks sum over the stored records: the first 60 bits of ``SHA-256(topic 0 [queue_id 0]
-    keys 0 tags 0 sha256_hex(body))``.
+    The hash is Spark SQL's ``xxhash64(topic, [queue_id,] keys, tags, body)`` (a null key list
+    or tag skipped, a null body hashed as an empty one), which the per-store checks compute
+    over the stored records (``rocketstore::bulk::message_hash``) and sum per queue. Summed
+    here as two ``long`` columns, the high and the low 32 bits of each hash, so that neither
+    overflows.
     """
     from pyspark.sql import functions as F
 
     norm = _normalized(expected, with_queue, body_hash=False)
-    zero = F.lit("\x00")
-    parts = [F.col("topic"), zero]
-    if with_queue:
-        parts += [F.col("queue_id").cast("string"), zero]
-    parts += [
-        F.coalesce(F.col("keys"), F.lit("")),
-        zero,
-        F.coalesce(F.col("tags"), F.lit("")),
-        zero,
-        F.sha2(F.col("body"), 256),
-    ]
-    digest = F.conv(F.substring(F.sha2(F.concat(*parts), 256), 1, 15), 16, 10).cast("decimal(20,0)")
+    parts = ["topic", "queue_id"] if with_queue else ["topic"]
+    h = F.xxhash64(*parts, "keys", "tags", F.coalesce(F.col("body"), F.lit(b"")))
     group = ["topic", "queue_id"] if with_queue else ["topic"]
     rows = (
         norm.groupBy(*group)
-        .agg(F.count(F.lit(1)).alias("n"), F.sum(digest).cast("string").alias("d"))
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.shiftrightunsigned(h, 32)).alias("hi"),
+            F.sum(h.bitwiseAND(F.lit(0xFFFFFFFF))).alias("lo"),
+        )
         .collect()
     )
-    return {tuple(r[g] for g in group): [int(r["n"]), int(r["d"] or 0)] for r in rows}
+    return {
+        tuple(r[g] for g in group): [int(r["n"]), (int(r["hi"] or 0) << 32) + int(r["lo"] or 0)]
+        for r in rows
+    }
 
 
 def _stored_digests(
@@ -605,7 +604,7 @@ def verify(
     store, evenly spread), and the store's entry in the ``_SUCCESS`` manifest. Given
     ``expected`` (the source DataFrame of an :func:`ingest`), it also checks that the stored
     messages equal it, with multiplicity, on topic, queue (if ``expected`` has ``queue_id``),
-    keys, tags and body: per queue, the count and sum of a SHA-256 digest per message, the
+    keys, tags and body: per queue, the count and sum of an xxhash64 digest per message, the
     source's side by a Spark aggregation that runs while the per-store tasks run; only if they
     differ, a row-by-row Spark join names the differing rows.
 
