@@ -1,6 +1,7 @@
 //! Column kernels for bulk writers and verifiers (the Spark data source): the body digest the
-//! `_SUCCESS` manifest records, the queue each message of a batch goes to, and the producer's
-//! body compression of a batch ([`compress_messages`]).
+//! `_SUCCESS` manifest records, the queue each message of a batch goes to, the producer's
+//! body compression of a batch ([`compress_messages`]), and the hash of a message the verify
+//! job compares with its source ([`message_hash`], Spark SQL's `xxhash64`).
 //!
 //! They take values as borrowed slices (a binding passes the rows of an Arrow column without
 //! copying them) and run without the interpreter.
