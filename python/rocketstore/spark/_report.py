@@ -43,7 +43,8 @@ CHECKS: dict[str, str] = {
     "manifest": "the _SUCCESS manifest matches the stores: count, bytes, offsets, "
     "per-queue counts, body digest",
     "source": "the stored messages equal the source DataFrame (both ways, with "
-    "multiplicity) on topic, queue, keys, tags and the SHA-256 of the body",
+    "multiplicity) on topic, queue, keys, tags and body: per-queue counts and sums of "
+    "xxhash64 digests; if they differ, a join on the SHA-256 of the body names the rows",
 }
 
 #: Examples kept per check (the counts are always complete).
