@@ -299,9 +299,8 @@ def _source_digests(expected: DataFrame, with_queue: bool) -> dict[tuple[Any, ..
     from pyspark.sql import functions as F
 
     norm = _normalized(expected, with_queue, body_hash=False)
-    parts = ["topic", "queue_id"] if with_queue else ["topic"]
-    h = F.xxhash64(*parts, "keys", "tags", F.coalesce(F.col("body"), F.lit(b"")))
     group = ["topic", "queue_id"] if with_queue else ["topic"]
+    h = F.xxhash64(*group, "keys", "tags", F.coalesce(F.col("body"), F.lit(b"")))
     rows = (
         norm.groupBy(*group)
         .agg(
