@@ -158,7 +158,7 @@ fn missing_store_fails_framing_only() {
 
 #[test]
 fn index_entry_pointing_elsewhere_fails_index_naming_the_key() {
-    use rocketstore::format::{INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE};
+    use rocketstore::format::{IndexEntry, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE};
     let dir = tempfile::tempdir().unwrap();
     write(dir.path());
     // Record 7 (topic VerifyB): its entry for key "k7" now points one byte past the record.
@@ -168,13 +168,15 @@ fn index_entry_pointing_elsewhere_fails_index_naming_the_key() {
     for file in std::fs::read_dir(dir.path().join("index")).unwrap() {
         let path = file.unwrap().path();
         let mut data = std::fs::read(&path).unwrap();
-        let entries = INDEX_HEADER_SIZE + slots * 4;
+        let entries = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
         let mut at = entries + INDEX_ENTRY_SIZE; // entry 0 is never used
-        while at + INDEX_ENTRY_SIZE <= data.len() {
-            let h = i32::from_be_bytes(data[at..at + 4].try_into().unwrap());
-            let phy = i64::from_be_bytes(data[at + 4..at + 12].try_into().unwrap());
-            if h == hash && phy > 0 {
-                data[at + 4..at + 12].copy_from_slice(&(phy + 1).to_be_bytes());
+        while let Some(mut e) = data
+            .get(at..at + INDEX_ENTRY_SIZE)
+            .and_then(IndexEntry::decode)
+        {
+            if e.key_hash == hash && e.phy_offset > 0 {
+                e.phy_offset += 1;
+                data[at..at + INDEX_ENTRY_SIZE].copy_from_slice(&e.encode());
                 damaged += 1;
             }
             at += INDEX_ENTRY_SIZE;
