@@ -245,6 +245,13 @@ pub(crate) struct UnitCursor {
     left: usize,
 }
 
+impl UnitCursor {
+    /// The queue offset one past the cursor's last unit.
+    pub(crate) fn end_offset(&self) -> i64 {
+        self.next_offset + i64::try_from(self.left).unwrap_or(i64::MAX)
+    }
+}
+
 impl Iterator for UnitCursor {
     type Item = (i64, CqUnit);
 

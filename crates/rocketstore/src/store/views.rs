@@ -27,7 +27,7 @@ const PREFETCH_BYTES: usize = 4096;
 
 /// How many units ahead of the record being decoded [`Store::visit_queue_records`] asks the CPU
 /// to load records (a queue's records lie many records apart in the commit log).
-const PREFETCH_UNITS: usize = 8;
+const PREFETCH_UNITS: usize = 4;
 
 /// The published entries of one index file (see [`Store::index_entries`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -344,6 +344,42 @@ impl Store {
             .get(topic, queue_id)
             .map(|q| q.units_from(from, max))
             .unwrap_or_default()
+    }
+
+    /// Visits the consume queue units of a queue with queue offsets in `[from, end)` (clamped
+    /// to the queue's `[min, max)`), in order, decoded straight from the mapping (nothing is
+    /// collected); a missing consume queue file is skipped. `f(queue_offset, unit)` returns
+    /// `false` to stop. The first pass of a parallel Arrow read walks a whole batch's units
+    /// this way before the records are read.
+    pub fn visit_queue_units(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: i64,
+        end: i64,
+        mut f: impl FnMut(i64, CqUnit) -> bool,
+    ) {
+        let Some(cq) = self.cqs.get(topic, queue_id) else {
+            return;
+        };
+        let end = end.min(cq.max_offset());
+        let mut next = from.max(cq.min_offset());
+        while next < end {
+            let want = usize::try_from(end - next).unwrap_or(usize::MAX);
+            let cursor = cq.cursor(next, want.min(UNITS_PER_ROUND));
+            let Some(units) = cursor.filter(|c| c.end_offset() > next) else {
+                // The consume queue file holding `next` is gone: continue at the next file.
+                let upf = cq.units_per_file().max(1);
+                next = next + upf - next.rem_euclid(upf);
+                continue;
+            };
+            next = units.end_offset();
+            for (at, u) in units {
+                if at >= end || !f(at, u) {
+                    return;
+                }
+            }
+        }
     }
 
     /// Visits the records of a queue, in queue order, for queue offsets in `[from, end)` of
