@@ -9,13 +9,13 @@
 //! Invariants: a pool holds at most [`POOL_BUFFERS`] buffers and [`POOL_BYTES`] bytes of
 //! capacity per element type (u8, i32, i64), so at most ~3 x 64 MiB of freed read buffers
 //! stay resident; a buffer taken is empty (`len() == 0`); the buffers handed to Arrow are
-//! plain `Vec`s owned through [`bytes::Bytes::from_owner`] (no `unsafe`). A pool serves only
-//! the process that first used it: a child forked while another thread held a pool's lock
-//! would otherwise block on that lock forever, so in a forked child the pools are bypassed
-//! (plain allocations, as without a pool).
+//! plain `Vec`s owned through [`bytes::Bytes::from_owner`] (no `unsafe`). The lock is only
+//! ever tried, never waited on for long ([`LOCK_TRIES`]): a child forked while another thread
+//! held it would otherwise block on it forever (it then allocates as without a pool), and a
+//! child forked while it was free has a working copy of the pool. No `getpid` per call: a
+//! split read takes and gives ~1,000 buffers per batch, and a `getpid` costs ~0.2 us on a VM.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use arrow_buffer::{ArrowNativeType, Buffer, ScalarBuffer, ToByteSlice};
 
@@ -25,12 +25,15 @@ const POOL_BUFFERS: usize = 96;
 /// Bytes of capacity kept per element type.
 const POOL_BYTES: usize = 64 << 20;
 
+/// Tries of a pool's lock before doing without the pool: half spinning (the lock is held for
+/// a scan of at most [`POOL_BUFFERS`] entries), half yielding the core (its holder may have
+/// been preempted).
+const LOCK_TRIES: usize = 128;
+
 /// Freed buffers of one element type.
 #[derive(Debug)]
 pub struct Pool<T> {
     free: Mutex<Vec<Vec<T>>>,
-    /// The process id of the first user (0 until then).
-    owner: AtomicU32,
 }
 
 /// Byte buffers (string data, validity bitmaps).
@@ -44,26 +47,24 @@ impl<T: ArrowNativeType> Pool<T> {
     const fn new() -> Self {
         Pool {
             free: Mutex::new(Vec::new()),
-            owner: AtomicU32::new(0),
         }
     }
 
-    /// The free list, unless this is not the process that first used the pool (a forked
-    /// child: the lock may have been held by a thread the child does not have) or the lock
-    /// is poisoned. One `getpid` per call: calls are per column and batch, not per row.
+    /// The free list, if its lock is free now or within [`LOCK_TRIES`] tries (held a
+    /// while by another thread, or forever by a thread a forked child does not have: the
+    /// caller then does without the pool); `None` too if the lock is poisoned.
     fn free_list(&self) -> Option<MutexGuard<'_, Vec<Vec<T>>>> {
-        let pid = std::process::id();
-        let owner = match self
-            .owner
-            .compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) => pid,
-            Err(owner) => owner,
-        };
-        if owner != pid {
-            return None;
+        for round in 0..LOCK_TRIES {
+            match self.free.try_lock() {
+                Ok(free) => return Some(free),
+                Err(TryLockError::Poisoned(_)) => return None,
+                Err(TryLockError::WouldBlock) if round < LOCK_TRIES / 2 => {
+                    std::hint::spin_loop();
+                }
+                Err(TryLockError::WouldBlock) => std::thread::yield_now(),
+            }
         }
-        self.free.lock().ok()
+        None
     }
 
     /// An empty vector with room for at least `cap` values: the smallest pooled one that fits,
@@ -168,5 +169,18 @@ mod tests {
         let bigger = P.take(5000);
         assert!(bigger.capacity() >= 5000);
         assert_ne!(bigger.as_ptr(), ptr);
+    }
+
+    static HELD: Pool<u8> = Pool::new();
+
+    #[test]
+    fn a_held_lock_is_not_waited_on() {
+        // As in a child forked while another thread held the lock: it is never released.
+        let guard = HELD.free.lock().unwrap();
+        let v = HELD.take(64);
+        assert!(v.capacity() >= 64);
+        HELD.give(v);
+        drop(guard);
+        assert!(HELD.free.lock().unwrap().is_empty());
     }
 }
