@@ -7,7 +7,10 @@ builds.
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,6 +182,51 @@ def test_get_message_arrow_split_over_one_long_queue(tmp_path: Path) -> None:
             batch, offset = s.get_message_arrow("Long", 0, offset, 100, tags="TagL")
             parts.append(batch)
         assert table([tagged]).equals(table(parts))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_splits_its_own_reads(big: MessageStore, tmp_path: Path) -> None:
+    """The helper threads a split read keeps for the next ones are not inherited by a forked
+    child: a child's split read starts its own instead of waiting for threads it lacks."""
+    rows = [
+        {"topic": "Fork", "body": f"fork-{i}-".encode() * 12, "queue_id": 0, "keys": [f"k{i}"]}
+        for i in range(6_000)
+    ]
+    with MessageStore(tmp_path / "store", **CONFIG) as s:
+        put_dispatched(s, rows, 3000)
+    before = _native._arrow_split_counts()
+    whole, _ = big.read_arrow(0)
+    assert_split_ran(before)
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that forking a multi-threaded process may deadlock: what this
+        # test is about (the child exits on its own, or is killed below).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the forked child
+        code = 1
+        try:
+            with MessageStore(tmp_path / "store", read_only=True, **CONFIG) as mine:
+                counts = _native._arrow_split_counts()
+                batch, nxt = mine.get_message_arrow("Fork", 0, 0, 65536)
+                split = _native._arrow_split_counts()[0] > counts[0]
+                ok = batch.num_rows == nxt == len(rows) and split
+                ok = ok and batch.column("body")[5999].as_py() == rows[5999]["body"]
+                code = 0 if ok else 3
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's split read did not finish in 60 s")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    # The parent's helpers still serve it.
+    before = _native._arrow_split_counts()
+    again, _ = big.read_arrow(0)
+    assert_split_ran(before)
+    assert again.equals(whole)
 
 
 def test_split_batches_of_large_records_equal_small_ones(tmp_path: Path) -> None:

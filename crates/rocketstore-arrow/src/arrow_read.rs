@@ -15,7 +15,7 @@
 
 use std::mem::take;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arrow_array::{
     ArrayRef, BinaryArray, Int32Array, Int64Array, MapArray, RecordBatch, StringArray, StructArray,
@@ -285,6 +285,11 @@ pub fn message_schema() -> SchemaRef {
 }
 
 /// The schema of `read_consume_queue` batches: one row per 20-byte consume queue unit.
+/// A message batch of no rows (schema [`message_schema`]).
+pub fn empty_message_batch() -> RecordBatch {
+    RecordBatch::new_empty(message_schema())
+}
+
 pub fn consume_queue_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     Arc::clone(SCHEMA.get_or_init(|| {
@@ -578,6 +583,22 @@ impl Shape {
             .copy_from_slice(&shape.names);
         Some(shape)
     }
+}
+
+/// Whether `raw` is ASCII, eight bytes at a time (`<[u8]>::is_ascii` checks a slice as short as
+/// a record's properties, ~80 bytes, one byte at a time: 2.5% of a 100 B `get_message_arrow`).
+#[inline]
+fn is_ascii_words(raw: &[u8]) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = raw.chunks_exact(8);
+    let mut seen = 0u64;
+    for w in &mut words {
+        seen |= u64::from_le_bytes(<[u8; 8]>::try_from(w).unwrap_or([0x80; 8]));
+    }
+    for &b in words.remainder() {
+        seen |= u64::from(b);
+    }
+    seen & HIGH == 0
 }
 
 /// The position of the first property separator (`\x02`) in `raw` at or after `from`, or
@@ -1030,7 +1051,7 @@ impl MessageColumns {
             pos = value_end + 1;
         }
         // Nothing after the last pair but its separator, and no byte above 127.
-        if pos < raw.len() || !raw.is_ascii() {
+        if pos < raw.len() || !is_ascii_words(raw) {
             return false;
         }
         let n = shape.ends.len();
@@ -1468,14 +1489,9 @@ fn build_by_columns<W: Walk>(
         Some((cols, next))
     };
     let run = &run;
-    let (properties, rest) = std::thread::scope(|s| {
-        let helper = std::thread::Builder::new()
-            .name("rs-arrow-read".into())
-            .spawn_scoped(s, move || run(Part::Properties));
-        let rest = run(Part::Rest);
-        let properties = helper.ok().and_then(|h| h.join().ok()).flatten();
-        (properties, rest)
-    });
+    let (rest, helped) =
+        crate::build_pool::beside(|| run(Part::Rest), vec![|| run(Part::Properties)]);
+    let properties = helped.into_iter().next().flatten();
     match (properties, rest) {
         (Some((properties, at)), Some((mut cols, next)))
             if at == next && properties.taken == cols.taken =>
@@ -1491,9 +1507,22 @@ fn build_by_columns<W: Walk>(
     }
 }
 
+/// Rows of one chunk of a split build ([`build_split`]) at least.
+const MIN_ROWS_PER_CHUNK: usize = 512;
+
+/// Chunks of a split build at most.
+const MAX_CHUNKS: usize = 16;
+
 /// The parallel path of [`build`] by row ranges (three or four threads; two for the queue
 /// walk, whose scattered records would cost both threads of a column split their cache
 /// misses); `None` to build on one thread instead.
+///
+/// The planned rows are cut into chunks ([`MIN_ROWS_PER_CHUNK`], at most [`MAX_CHUNKS`]). The
+/// calling thread builds chunks from the front into the batch's columns, one after another;
+/// the helpers take chunks from the back, each into columns of its own, until the two ends
+/// meet. A helper that starts late (a pool thread waking on an idle core of a VM takes
+/// 0.05-0.5 ms) or runs slower then builds fewer rows instead of keeping the calling thread
+/// waiting for a fixed half.
 fn build_split<W: Walk>(
     walk: &W,
     threads: usize,
@@ -1516,66 +1545,125 @@ fn build_split<W: Walk>(
     if threads < 2 || taken.stored < PARALLEL_MIN_BYTES / 2 {
         return None;
     }
-    // Range k holds planned rows [k * n / threads, (k + 1) * n / threads); the last one reads
-    // on to the batch's real end (the plan may have stopped early).
-    // Inner bounds are multiples of 8, so that appending a range's validity bitmaps copies bytes.
-    let bounds: Vec<usize> = (0..=threads)
+    // Chunk k holds planned rows [bounds[k], bounds[k + 1]); the last one reads on to the
+    // batch's real end (the plan may have stopped early). Inner bounds are multiples of 8, so
+    // that appending a chunk's validity bitmaps copies bytes.
+    let chunks = (n / MIN_ROWS_PER_CHUNK).clamp(threads, MAX_CHUNKS);
+    let bounds: Vec<usize> = (0..=chunks)
         .map(|k| {
-            if k == threads {
+            if k == chunks {
                 n
             } else {
-                (k * n / threads) & !7
+                (k * n / chunks) & !7
             }
         })
         .collect();
-    let range = |k: usize| -> Option<(MessageColumns, W::Pos)> {
+    // Chunk `k` fed to `cols`; `None` if it failed or did not take exactly its planned records.
+    let chunk = |cols: &mut MessageColumns, k: usize| -> Option<W::Pos> {
         let (a, b) = (*bounds.get(k)?, *bounds.get(k + 1)?);
-        let &(from, prior) = plan.get(a)?;
-        let last = k + 1 == threads;
-        let (rows, plan_bytes) = if k == 0 {
-            // The first range receives every other one.
-            (n, taken.stored)
-        } else {
-            let after = plan.get(b).map_or(taken, |&(_, t)| t);
-            (b - a, after.stored - prior.stored)
-        };
-        let mut cols =
-            MessageColumns::continuing(prior, rows, plan_bytes, max_bytes, (Part::All, false));
-        let (end, limit) = if last {
+        let from = plan.get(a)?.0;
+        let (end, limit) = if k + 1 == chunks {
             (None, max - a)
         } else {
             (Some(plan.get(b)?.0), b - a)
         };
-        let next = walk.walk(&mut cols, Some(from), end, limit, true).ok()?;
-        let exact = last || plan.get(b).is_some_and(|&(_, t)| t == cols.taken);
-        exact.then_some((cols, next))
+        let next = walk.walk(cols, Some(from), end, limit, true).ok()?;
+        let exact = k + 1 == chunks || plan.get(b).is_some_and(|&(_, t)| t == cols.taken);
+        exact.then_some(next)
     };
-    let range = &range;
-    let parts: Vec<Option<(MessageColumns, W::Pos)>> = std::thread::scope(|s| {
-        let helpers: Vec<_> = (1..threads)
-            .map(|k| {
-                std::thread::Builder::new()
-                    .name("rs-arrow-read".into())
-                    .spawn_scoped(s, move || range(k))
-            })
-            .collect();
-        let mut parts = vec![range(0)];
-        for h in helpers {
-            parts.push(h.ok().and_then(|h| h.join().ok()).flatten());
+    // The chunks not claimed yet: [front, back).
+    let left = Mutex::new((0usize, chunks));
+    let claim = |from_front: bool| -> Option<usize> {
+        let mut g = left.lock().unwrap_or_else(PoisonError::into_inner);
+        let (front, back) = &mut *g;
+        if *front >= *back {
+            return None;
         }
-        parts
-    });
-    if parts.iter().any(Option::is_none) {
+        if from_front {
+            *front += 1;
+            Some(*front - 1)
+        } else {
+            *back -= 1;
+            Some(*back)
+        }
+    };
+    let (chunk, claim) = (&chunk, &claim);
+    // The calling thread: every chunk from the front, into the batch's columns (reserved for
+    // every row: it receives the helpers' chunks).
+    let front = || -> Option<(MessageColumns, Option<W::Pos>, usize)> {
+        let mut cols = MessageColumns::continuing(
+            Taken::default(),
+            n,
+            taken.stored,
+            max_bytes,
+            (Part::All, false),
+        );
+        let mut next = None;
+        let mut built = 0;
+        while let Some(k) = claim(true) {
+            next = Some(chunk(&mut cols, k)?);
+            built = k + 1;
+        }
+        Some((cols, next, built))
+    };
+    // A helper: chunks from the back, each into columns of its own.
+    let back = || -> Option<Vec<(usize, MessageColumns, W::Pos)>> {
+        let mut done = Vec::new();
+        while let Some(k) = claim(false) {
+            let (a, b) = (*bounds.get(k)?, *bounds.get(k + 1)?);
+            let prior = plan.get(a)?.1;
+            let after = plan.get(b).map_or(taken, |&(_, t)| t);
+            let mut cols = MessageColumns::continuing(
+                prior,
+                b - a,
+                after.stored - prior.stored,
+                max_bytes,
+                (Part::All, false),
+            );
+            let next = chunk(&mut cols, k)?;
+            done.push((k, cols, next));
+        }
+        Some(done)
+    };
+    let back = &back;
+    let jobs: Vec<_> = (1..threads).map(|_| back).collect();
+    let (first, helped) = crate::build_pool::beside(front, jobs);
+    let fail = || {
         SPLIT_FALLBACKS.fetch_add(1, Ordering::Relaxed);
-        return None;
+        None
+    };
+    let Some((cols, next, built)) = first else {
+        return fail();
+    };
+    let mut later: Vec<(usize, MessageColumns, W::Pos)> = Vec::new();
+    for done in helped {
+        match done {
+            Some(done) => later.extend(done),
+            None => return fail(),
+        }
     }
-    let merged = merge_ranges(parts.into_iter().flatten().collect());
-    if merged.is_none() {
-        SPLIT_FALLBACKS.fetch_add(1, Ordering::Relaxed);
-        return None;
+    later.sort_unstable_by_key(|&(k, _, _)| k);
+    // Every chunk exactly once: the front's [0, built), then the helpers' in order.
+    if later
+        .iter()
+        .enumerate()
+        .any(|(i, &(k, _, _))| k != built + i)
+        || built + later.len() != chunks
+    {
+        return fail();
     }
+    // The front's columns lead unless it built nothing (its thread ran late the whole time):
+    // then the helpers' first chunk, chunk 0, does.
+    let front_part = next.map(|next| (cols, next));
+    let parts = front_part
+        .into_iter()
+        .chain(later.into_iter().map(|(_, cols, next)| (cols, next)))
+        .collect();
+    let Some(merged) = merge_ranges(parts) else {
+        return fail();
+    };
     SPLIT_BUILDS.fetch_add(1, Ordering::Relaxed);
-    merged
+    Some(merged)
 }
 
 /// Appends the row ranges of a split build in order and converts the batch's columns to
@@ -1606,18 +1694,17 @@ fn merge_ranges<P: Send>(ranges: Vec<(MessageColumns, P)>) -> Option<(MessageCol
         properties.convert_part().ok()?;
         Some(properties)
     };
-    let (properties, rest) = std::thread::scope(|s| {
-        let helper = std::thread::Builder::new()
-            .name("rs-arrow-read".into())
-            .spawn_scoped(s, helper_part);
-        for (more, after) in later {
-            cols.append(more);
-            next = after;
-        }
-        let rest = cols.convert_part().ok();
-        let properties = helper.ok().and_then(|h| h.join().ok()).flatten();
-        (properties, rest)
-    });
+    let (rest, helped) = crate::build_pool::beside(
+        || {
+            for (more, after) in later {
+                cols.append(more);
+                next = after;
+            }
+            cols.convert_part().ok()
+        },
+        vec![helper_part],
+    );
+    let properties = helped.into_iter().next().flatten();
     rest?;
     cols.arrays.extend(properties?.arrays);
     Some((cols, next))
@@ -1724,27 +1811,13 @@ impl Walk for QueueWalk<'_> {
             // A tag filter decides on the record itself: the rows are not known in advance.
             return None;
         }
-        let end = end.min(self.store.max_offset_in_queue(topic, queue_id));
-        let mut next = from.max(self.store.min_offset_in_queue(topic, queue_id));
-        while next < end {
-            let want = usize::try_from(end - next).unwrap_or(usize::MAX).min(4096);
-            let units = self.store.consume_queue_units(topic, queue_id, next, want);
-            let Some(&(last, _)) = units.last() else {
-                break;
-            };
-            for (at, u) in units {
-                if at >= end {
-                    return Some(());
-                }
+        self.store
+            .visit_queue_units(topic, queue_id, from, end, |at, u| {
                 if u.phy_offset < 0 || u.size <= 0 || u.is_prefill() {
-                    continue;
+                    return true;
                 }
-                if !f(at, usize::try_from(u.size).unwrap_or(0)) {
-                    return Some(());
-                }
-            }
-            next = last + 1;
-        }
+                f(at, usize::try_from(u.size).unwrap_or(0))
+            });
         Some(())
     }
 
@@ -2162,6 +2235,22 @@ mod tests {
             .collect();
         let expected: Vec<String> = hosts.iter().map(ToString::to_string).collect();
         assert_eq!(texts, expected);
+    }
+
+    #[test]
+    fn ascii_words_agree_with_is_ascii() {
+        let mut next = xorshift();
+        for len in 0..70 {
+            for _ in 0..50 {
+                let mut raw: Vec<u8> = (0..len).map(|_| next(128) as u8).collect();
+                assert!(is_ascii_words(&raw));
+                if len > 0 {
+                    let at = next(len as u64) as usize;
+                    raw[at] = 128 + next(128) as u8;
+                }
+                assert_eq!(is_ascii_words(&raw), raw.is_ascii(), "{raw:?}");
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! - [`arrow_read`]: the Arrow reads (messages, consume queue units, index entries) and the
 //!   one definition of their schemas.
 //! - [`buffer_pool`]: the Arrow reads' column buffers, reused across calls.
+//! - [`build_pool`]: the helper threads of the Arrow reads that split their work.
 //! - [`spark_read`]: the Spark reader's batches, in the Arrow form of the query's Spark schema.
 //! - [`put`]: Arrow batches into the engine's `put_batch` (the Python binding's Arrow
 //!   `put_batch` and the JVM Spark writer).
@@ -19,6 +20,7 @@
 
 pub mod arrow_read;
 pub mod buffer_pool;
+mod build_pool;
 pub mod error;
 pub mod put;
 pub mod spark_read;

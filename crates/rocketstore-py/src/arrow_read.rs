@@ -2,6 +2,11 @@
 //! `rocketstore_arrow::arrow_read`.
 
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3_arrow::PyRecordBatch;
+use rocketstore_arrow::arrow_read::{self, MessageColumns};
+
+use crate::error::map_arrow_error;
 
 /// The threads one message batch may use; `threads` (clamped to 1-4) replaces the number for
 /// this process (see `rocketstore_arrow::arrow_read::read_threads`). Returns the value
@@ -9,12 +14,35 @@ use pyo3::prelude::*;
 #[pyfunction]
 #[pyo3(signature = (threads=None))]
 pub(crate) fn _arrow_read_threads(threads: Option<usize>) -> usize {
-    rocketstore_arrow::arrow_read::read_threads(threads)
+    arrow_read::read_threads(threads)
 }
 
 /// `(split builds, split fallbacks)` since the process started (see
 /// `rocketstore_arrow::arrow_read::split_counts`).
 #[pyfunction]
 pub(crate) fn _arrow_split_counts() -> (u64, u64) {
-    rocketstore_arrow::arrow_read::split_counts()
+    arrow_read::split_counts()
+}
+
+/// The empty message batch, converted once: a read past the end of its range returns it (the
+/// last call of every read loop), instead of converting 20 empty columns each time.
+static EMPTY_MESSAGES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `cols` as a `pyarrow.RecordBatch` (the buffers move without a copy).
+pub(crate) fn message_batch<'py>(
+    py: Python<'py>,
+    cols: MessageColumns,
+) -> PyResult<Bound<'py, PyAny>> {
+    let batch = cols.into_batch().map_err(|e| map_arrow_error(py, &e))?;
+    if batch.num_rows() == 0 {
+        // Dropping the batch gives its buffers back to the read buffer pool.
+        drop(batch);
+        let empty = EMPTY_MESSAGES.get_or_try_init(py, || {
+            PyRecordBatch::new(arrow_read::empty_message_batch())
+                .into_pyarrow(py)
+                .map(Bound::unbind)
+        })?;
+        return Ok(empty.bind(py).clone());
+    }
+    PyRecordBatch::new(batch).into_pyarrow(py)
 }

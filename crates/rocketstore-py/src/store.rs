@@ -21,6 +21,7 @@ use rocketstore::compression::{BodyCodec, CompressOptions};
 use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 
 use crate::arrow;
+use crate::arrow_read::message_batch;
 use crate::compression::compress_options;
 use crate::config::{config_from_kwargs, config_values};
 use crate::convert::MessageBuilder;
@@ -1025,11 +1026,7 @@ impl MessageStore {
         let (cols, next) = py
             .detach(|| arrow_read::read_log(&store, from, end, max_messages, max_bytes, verify_crc))
             .map_err(|e| map_error(py, &e))?;
-        Ok((
-            PyRecordBatch::new(cols.into_batch().map_err(|e| map_arrow_error(py, &e))?)
-                .into_pyarrow(py)?,
-            next,
-        ))
+        Ok((message_batch(py, cols)?, next))
     }
 
     /// Arrow read through a consume queue (private; see
@@ -1065,11 +1062,7 @@ impl MessageStore {
                 arrow_read::read_queue(&store, &span, max_bytes)
             })
             .map_err(|e| map_error(py, &e))?;
-        Ok((
-            PyRecordBatch::new(cols.into_batch().map_err(|e| map_arrow_error(py, &e))?)
-                .into_pyarrow(py)?,
-            next,
-        ))
+        Ok((message_batch(py, cols)?, next))
     }
 
     /// Consume queue units as Arrow columns (private; see
