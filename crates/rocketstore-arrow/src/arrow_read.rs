@@ -1398,10 +1398,11 @@ trait Walk: Sync {
 /// On one thread unless the batch is large ([`MIN_ROWS_PER_THREAD`] rows per thread,
 /// [`PARALLEL_MIN_BYTES`]). Two threads reading the commit log split the columns
 /// ([`build_by_columns`]); otherwise a first pass ([`Walk::plan`], a few bytes per record) finds
-/// the records the batch takes, the rows are cut into as many contiguous ranges as the work
-/// pays threads for ([`build_threads`] at most), each thread builds every column of its range
-/// (decoding, CRC checks and all per-record work in parallel) starting from the [`Taken`]
-/// state before it, and the ranges are appended in order. A range that does not take exactly
+/// the records the batch takes, the rows are cut into chunks of contiguous rows that the
+/// threads ([`build_threads`] at most, the helpers from [`crate::build_pool`]) take from both
+/// ends ([`build_split`]), each building every column of its chunks (decoding, CRC checks and
+/// all per-record work in parallel) starting from the [`Taken`] state before them, and the
+/// chunks are appended in order. A chunk that does not take exactly
 /// the records the plan saw (a concurrent append or deletion, a damaged record, a unit whose
 /// size is not its record's) or fails makes the whole batch start over on one thread, which
 /// gives the sequential result and error.
@@ -1426,8 +1427,8 @@ fn build<W: Walk>(
     Ok((cols, next))
 }
 
-/// Batches built by row ranges on several threads, and split builds given up for one thread
-/// after their ranges ran (a range that did not take exactly its planned records, or failed).
+/// Batches built by row chunks on several threads, and split builds given up for one thread
+/// after their chunks ran (a chunk that did not take exactly its planned records, or failed).
 /// Read by the tests through [`split_counts`] (`_native._arrow_split_counts()`): a silent fallback only costs
 /// speed, so without them a planning bug would pass every test that compares rows.
 static SPLIT_BUILDS: AtomicU64 = AtomicU64::new(0);
@@ -1666,7 +1667,7 @@ fn build_split<W: Walk>(
     Some(merged)
 }
 
-/// Appends the row ranges of a split build in order and converts the batch's columns to
+/// Appends the row chunks of a split build in order and converts the batch's columns to
 /// Arrow arrays, on two threads: a helper takes the columns split out of the properties
 /// (with the bodies when records are large, as [`build_by_columns`] does), the calling
 /// thread every other column. The copy of the later ranges and the UTF-8 and offset checks
