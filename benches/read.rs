@@ -14,6 +14,10 @@
 //! * `index/query_message_records`: the same lookups returning `RecordHandle`s, each viewed in
 //!   place (what the Python binding's `query_message` builds its messages from).
 //!
+//! * `index/query_messages_records/256`: the same lookups, 256 keys per call
+//!   (`Store::query_messages_records`, what the binding's `query_messages` builds from): groups of
+//!   keys have their index slots, chain heads and records loaded together. Throughput in lookups.
+//!
 //! * `index/memory_floor` (a CPU line only): the floor under a key lookup, the same chain of
 //!   dependent reads (hash slot, index entries, the record's TOTALSIZE and its last bytes) over
 //!   the same index and commit log files mapped read-only, with none of the store's code.
@@ -38,6 +42,8 @@ use rocketstore_benches::{bench_config, bench_root, body, report, wait_dispatche
 
 const N: usize = 262_144;
 const QUEUES: usize = 4;
+/// Keys per `query_messages_records` call.
+const KEY_BATCH: usize = 256;
 const TOPIC: &str = "ReadTopic";
 
 fn read_config() -> rocketstore::StoreConfig {
@@ -291,6 +297,31 @@ fn read(c: &mut Criterion) {
         });
     });
     g.finish();
+    let mut g = c.benchmark_group("index");
+    g.throughput(Throughput::Elements(KEY_BATCH as u64));
+    let mut from = 0usize;
+    let mut batch = || {
+        let ks = &keys[from..from + KEY_BATCH];
+        from = (from + KEY_BATCH) % (N - N % KEY_BATCH);
+        let r = store
+            .query_messages_records(TOPIC, ks, 1, 0, i64::MAX)
+            .unwrap();
+        debug_assert!(r.iter().all(|h| h.len() == 1));
+        black_box(
+            r.iter()
+                .filter_map(|h| h.first().and_then(|h| h.view()).map(|v| v.body.len()))
+                .sum::<usize>(),
+        );
+    };
+    g.bench_function(BenchmarkId::new("query_messages_records", KEY_BATCH), |b| {
+        b.iter(&mut batch)
+    });
+    g.finish();
+    cpu_figure(
+        "index/query_messages_records/256",
+        KEY_BATCH as u64,
+        &mut batch,
+    );
     cpu_figure("index/query_message", 1, || {
         let k = &keys[i % N];
         i += 1;

@@ -34,11 +34,13 @@ def test_bench_smoke_runs_every_figure(tmp_path: Path, capsys: pytest.CaptureFix
         "sqlite_insert",
         "sqlite_read",
         "sqlite_lookup",
+        "sqlite_lookup_batch",
         "file_read",
         "recovery",
         "get_message",
         "pull_wake",
         "query_message",
+        "query_messages",
     ):
         assert name in names, name
         assert name in printed

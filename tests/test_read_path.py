@@ -325,6 +325,44 @@ def test_query_message_without_index(store_dir: Path) -> None:
             s.query_message("T", "k")
 
 
+def test_query_messages_answers_each_key_as_query_message(store: MessageStore) -> None:
+    """A batch lookup gives, per key and in the keys' order, what ``query_message`` gives for
+    that key alone: unique and shared keys, the colliding pair "Aa"/"BB", UNIQ_KEYs, missing
+    and empty keys, ``max_num`` and a time window; every message found carries the caller's
+    topic ``str``."""
+    puts = [store.put("T", f"m{i}".encode(), keys=[f"k{i}", f"shared{i % 3}"]) for i in range(200)]
+    store.put("T", b"aa", keys=["Aa"])
+    store.put("T", b"bb", keys=["BB"])
+    store.put("Other", b"other", keys=["k1"])
+    uniq = store.look_message_by_offset(puts[5].commitlog_offset).uniq_key
+    assert uniq is not None
+    keys = [f"k{i}" for i in range(0, 200, 3)] + ["shared0", "Aa", "BB", "nope", "", uniq, "k1"]
+    last = puts[-1].store_timestamp
+    for kwargs in ({}, {"max_num": 2}, {"begin": last + 5000}):
+        topic = "".join(list("T"))
+        found = store.query_messages(topic, keys, **kwargs)
+        assert len(found) == len(keys)
+        for key, ms in zip(keys, found, strict=True):
+            alone = store.query_message("T", key, **kwargs)
+            assert [m.commitlog_offset for m in ms] == [m.commitlog_offset for m in alone]
+            assert [m.body for m in ms] == [m.body for m in alone]
+            assert all(m.topic is topic for m in ms)
+    [[a], [b], [k1]] = store.query_messages("T", ("Aa", "BB", "k1"))
+    assert (a.body, b.body, k1.body) == (b"aa", b"bb", b"m1")
+    assert store.query_messages("T", []) == []
+    with pytest.raises(TypeError):
+        store.query_messages("T", "k1")
+    with pytest.raises(TypeError):
+        store.query_messages("T", [b"k1"])  # type: ignore[list-item]
+
+
+def test_query_messages_without_index(store_dir: Path) -> None:
+    with MessageStore(store_dir, **{**CONFIG, "message_index_enable": False}) as s:
+        s.put("T", b"x", keys=["k"])
+        with pytest.raises(InvalidMessageError):
+            s.query_messages("T", ["k"])
+
+
 def test_view_message_by_id(store: MessageStore) -> None:
     puts = put_n(store, 5, keys=["k"])
     for p in puts:

@@ -18,7 +18,8 @@ Main names:
 
 * :class:`MessageStore`: open a store; ``put``, ``put_batch`` (dicts or Arrow),
   ``look_message_by_offset``, ``scan``, ``flush``, ``close``; the read path ``get_message``,
-  ``pull`` (long polling), ``query_message``, ``view_message_by_id``, consumer offsets; and
+  ``pull`` (long polling), ``query_message`` / ``query_messages`` (by key, one or many),
+  ``view_message_by_id``, consumer offsets; and
   the Arrow reads ``read_arrow``, ``get_message_arrow``, ``read_consume_queue``,
   ``read_index``.
 * :class:`PutResult`, :class:`Message`, :class:`GetResult` (with :class:`GetMessageStatus`):

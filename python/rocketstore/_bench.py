@@ -15,6 +15,8 @@ figure                    what is timed
 ``pull_wake``             a ``store.pull`` waiting in a thread, woken by one ``put``
                           (latency from the put call to the pull's return)
 ``query_message``         ``store.query_message(topic, key, max_num=4)``, random keys
+``query_messages``        ``store.query_messages(topic, keys, max_num=4)``: the same
+                          random keys, 256 of one topic per call
 ``recovery``              ``MessageStore(path)`` after a crash (abort file present,
                           checkpoint, consume queues and index removed): scan + CRC +
                           rebuild of the whole commit log
@@ -25,7 +27,8 @@ figure                    what is timed
 ``sqlite_*``              an SQLite durable queue ``(id INTEGER PRIMARY KEY, topic, body)``,
                           WAL, ``synchronous=NORMAL``: ``executemany`` per batch in one
                           transaction; one autocommitted ``INSERT`` per message; batches of
-                          32 rows by id; lookups by id
+                          32 rows by id; lookups by id, one per ``SELECT`` and
+                          256 per ``SELECT ... WHERE id IN (...)``
 ``file_read``             the commit log files read with ``readinto`` (the scan floor)
 ``spark_*`` (--spark)     the same DataFrame written as Parquet and as ``rocketstore``;
                           ``spark_read_*``: each read back, ``sum(length(body))``
@@ -81,6 +84,7 @@ BASELINE_OF = {
     "read_arrow": "file_read",
     "get_message_arrow": "file_read",
     "query_message": "sqlite_lookup",
+    "query_messages": "sqlite_lookup_batch",
     "recovery": "file_read",
     "spark_rocketstore": "spark_parquet",
     "spark_rocketstore_py": "spark_parquet",
@@ -552,6 +556,47 @@ def _query(store: Any, data: _Data, opts: BenchOptions) -> Figure:
     return fig
 
 
+# Keys per ``query_messages`` call, ids per ``SELECT ... IN`` of ``sqlite_lookup_batch``.
+KEY_BATCH = 256
+
+
+def _query_batch(store: Any, data: _Data, opts: BenchOptions) -> Figure:
+    fig = Figure("query_messages", data.size)
+    if not _has(store, "query_messages"):
+        fig.skipped = "the installed binding has no MessageStore.query_messages yet"
+        return fig
+    rng = random.Random(5)
+    ids = [rng.randrange(data.n) for _ in range(min(data.n, 200_000))]
+    # The same random keys, grouped by topic (a batch asks one topic) in calls of KEY_BATCH;
+    # built before the clock starts, as the single lookups' keys are formatted inside theirs.
+    calls: list[tuple[str, list[str]]] = []
+    for t in range(TOPICS):
+        keys = [f"k-{i}" for i in ids if i % TOPICS == t]
+        calls.extend(
+            (f"BenchTopic{t}", keys[j : j + KEY_BATCH]) for j in range(0, len(keys), KEY_BATCH)
+        )
+    rng.shuffle(calls)
+    found = 0
+    done = 0
+    deadline = time.perf_counter() + opts.seconds
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    query = store.query_messages
+    for topic, keys in calls:
+        found += sum(map(len, query(topic, keys, max_num=4)))
+        done += len(keys)
+        if time.perf_counter() > deadline:
+            break
+    fig.seconds = time.perf_counter() - t0
+    fig.cpu_seconds = time.process_time() - c0
+    fig.messages = done
+    fig.body_bytes = found * data.size
+    fig.extra["batch"] = KEY_BATCH
+    if found != done:
+        fig.note = f"{done - found} of {done} keys not found"
+    return fig
+
+
 def _recovery(store_dir: Path, data: _Data, opts: BenchOptions) -> Figure:
     fig = Figure("recovery", data.size)
     for f in ("checkpoint",):
@@ -714,6 +759,22 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
         figs.append(Figure("sqlite_lookup", data.size, done, seconds, done * data.size))
         figs[-1].cpu_seconds = time.process_time() - c0
         figs[-1].note = "SELECT ... WHERE id = ? (primary key)"
+
+        # the same ids, KEY_BATCH per SELECT ... WHERE id IN (...)
+        done = 0
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        deadline = t0 + opts.seconds
+        for j in range(0, len(ids), KEY_BATCH):
+            part = ids[j : j + KEY_BATCH]
+            sql = f"SELECT topic, body FROM q WHERE id IN ({','.join('?' * len(part))})"
+            done += len(db.execute(sql, part).fetchall())
+            if time.perf_counter() > deadline:
+                break
+        seconds = time.perf_counter() - t0
+        figs.append(Figure("sqlite_lookup_batch", data.size, done, seconds, done * data.size))
+        figs[-1].cpu_seconds = time.process_time() - c0
+        figs[-1].note = f"SELECT ... WHERE id IN ({KEY_BATCH} ids)"
         db.close()
 
         # one autocommitted INSERT per message (what a per-message put compares with)
@@ -1118,6 +1179,7 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                     here.append(_get_message_arrow(store, data, opts))
                     here.append(_pull_wake(store, data, opts))
                     here.append(_query(store, data, opts))
+                    here.append(_query_batch(store, data, opts))
                     files = store.commitlog_files()
                 finally:
                     store.close()
@@ -1151,6 +1213,8 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 "get_message_arrow",
                 "query_message",
                 "sqlite_lookup",
+                "query_messages",
+                "sqlite_lookup_batch",
                 "pull_wake",
                 "recovery",
                 "file_read",

@@ -339,6 +339,51 @@ fn index_key_hash_after(prefix: i32, key: &str) -> i32 {
     }
 }
 
+/// Loads ahead what a key query reads first in the newest index file, in stages a caller runs
+/// some keys apart so that each stage reads only what an earlier one started loading:
+/// [`ChainPrefetch::slot`], then [`ChainPrefetch::head`], then [`ChainPrefetch::entry`]. Hints
+/// only: the query afterwards reads everything itself (and sees entries published since).
+#[derive(Debug)]
+pub(crate) struct ChainPrefetch {
+    file: Option<Arc<IndexFile>>,
+    count: i32,
+}
+
+impl ChainPrefetch {
+    /// Starts loading the hash slot of `key_hash`.
+    pub(crate) fn slot(&self, key_hash: i32) {
+        if let Some(f) = &self.file {
+            f.prefetch_slot(key_hash);
+        }
+    }
+
+    /// Reads the slot of `key_hash` and starts loading its chain's head entry; the head's
+    /// number (0: none).
+    pub(crate) fn head(&self, key_hash: i32) -> u32 {
+        let Some(f) = &self.file else {
+            return 0;
+        };
+        let Some(head) = f.head(key_hash, self.count) else {
+            return 0;
+        };
+        f.prefetch_entry(head);
+        head
+    }
+
+    /// Reads entry `head` of the chain of `key_hash` and starts loading the chain's next
+    /// entry; the entry's commit log offset if its hash is the key's.
+    pub(crate) fn entry(&self, key_hash: i32, head: u32) -> Option<i64> {
+        let f = self.file.as_ref()?;
+        let e = f.entry(head).filter(|_| head > 0)?;
+        if let Ok(prev) = u32::try_from(e.prev_index) {
+            if prev > 0 && prev < head {
+                f.prefetch_entry(prev);
+            }
+        }
+        (e.key_hash == key_hash).then_some(e.phy_offset)
+    }
+}
+
 /// Result of [`IndexService::query`] (RocketMQ `QueryOffsetResult`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct QueryOffsetResult {
@@ -518,6 +563,28 @@ impl IndexFile {
             }
         }
         lo
+    }
+
+    /// Starts loading entry `n` (a hint: nothing is read); nothing if it is not published.
+    fn prefetch_entry(&self, n: u32) {
+        if n >= self.entries {
+            return;
+        }
+        if let Some(bytes) = usize::try_from(entry_position(self.slots, n))
+            .ok()
+            .and_then(|pos| self.file.region().read(pos, INDEX_ENTRY_SIZE))
+        {
+            crate::mmap::prefetch(bytes);
+        }
+    }
+
+    /// The chain head of `key_hash` (the slot's entry number), if it names a published entry.
+    fn head(&self, key_hash: i32, count: i32) -> Option<u32> {
+        let head = self.slot_value(index_slot(key_hash, self.slots));
+        if head <= 0 || head >= count {
+            return None;
+        }
+        u32::try_from(head).ok()
     }
 
     fn entry(&self, n: u32) -> Option<IndexEntry> {
@@ -1127,6 +1194,18 @@ impl IndexService {
             }
         }
         result
+    }
+
+    /// A [`ChainPrefetch`] over the newest index file, if queries over `[begin, end]` read
+    /// it (they read it first).
+    pub(crate) fn chain_prefetch(&self, begin: i64, end: i64) -> ChainPrefetch {
+        let file = self
+            .read()
+            .last()
+            .filter(|f| f.is_time_matched(begin, end))
+            .cloned();
+        let count = file.as_ref().map_or(0, |f| f.index_count());
+        ChainPrefetch { file, count }
     }
 
     /// Whether [`IndexService::query`] of `key` over all time with `max_num` results would

@@ -2,7 +2,8 @@
 //! `getOffsetInQueueByTime`, ...), as functions over the store's components.
 
 use rocketstore_format::{
-    decode_record, property, property_value, property_values, DecodeOptions, Decoded, RecordView,
+    decode_record, index_key_hash_of, property, property_value, property_values, DecodeOptions,
+    Decoded, RecordView,
 };
 
 use std::sync::Arc;
@@ -440,6 +441,79 @@ pub(crate) fn query_message_with<T>(
         }
     }
     (found, last_update)
+}
+
+/// How many keys ahead of its lookup each loading stage of [`query_messages_with`] runs.
+const STAGE_AHEAD: usize = 2;
+
+/// [`query_message_with`] of each of `keys` (of `topic`, with the same `max_num`, `begin` and
+/// `end`), in order: one result per key, each that of the single lookup. While key `i` is
+/// looked up, the keys after it are at earlier stages of loading what their lookups will read
+/// ([`STAGE_AHEAD`] keys apart): key `i + 4s` its hash slot, `i + 3s` its chain head entry,
+/// `i + 2s` its head record's fixed fields, `i + s` that record's end (topic and properties).
+/// Each stage reads only what the one before started loading, so the misses of several keys
+/// overlap instead of a lookup waiting for three or four dependent ones.
+pub(crate) fn query_messages_with<T, K: AsRef<str>>(
+    log: &CommitLog,
+    index: &IndexService,
+    limits: &ReadLimits,
+    q: &KeyQuery<'_>,
+    keys: &[K],
+    mut take: impl FnMut(RecordAt<'_>, &RecordView<'_>) -> T,
+) -> Vec<Vec<T>> {
+    const S: usize = STAGE_AHEAD;
+    // Per key: its index hash, its chain head, the head's record offset.
+    let mut ahead: Vec<(i32, u32, Option<u64>)> = keys
+        .iter()
+        .map(|k| (index_key_hash_of(q.topic, k.as_ref()), 0, None))
+        .collect();
+    let chains = index.chain_prefetch(q.begin, q.end);
+    let mut files = LogFiles::default();
+    let mut out = Vec::with_capacity(keys.len());
+    // Stage `stage` of key `i` (stage 0 is the lookup itself).
+    let mut step = |i: usize, stage: usize, ahead: &mut [(i32, u32, Option<u64>)]| {
+        let Some(a) = ahead.get_mut(i) else {
+            return;
+        };
+        match stage {
+            4 => chains.slot(a.0),
+            3 => a.1 = chains.head(a.0),
+            2 => {
+                a.2 = chains
+                    .entry(a.0, a.1)
+                    .and_then(|phy| u64::try_from(phy).ok());
+                if let Some(phy) = a.2 {
+                    files.prefetch_fixed(log, phy);
+                }
+            }
+            _ => {
+                if let Some((_, _, bytes)) = a.2.and_then(|phy| files.record(log, phy)) {
+                    let tail = bytes.len().saturating_sub(TAIL_PREFETCH);
+                    crate::mmap::prefetch(bytes.get(tail..).unwrap_or_default());
+                }
+            }
+        }
+    };
+    // The schedule of the loop below run for the lookups before the first (none): key `t`
+    // is at stage `s` while key `t - s * S` is looked up.
+    for before in 0..4 * S {
+        for stage in (1..=4).rev() {
+            if let Some(t) = (before + stage * S).checked_sub(4 * S) {
+                step(t, stage, &mut ahead);
+            }
+        }
+    }
+    for (i, k) in keys.iter().enumerate() {
+        for stage in (1..=4).rev() {
+            step(i + stage * S, stage, &mut ahead);
+        }
+        let one = KeyQuery {
+            key: k.as_ref(),
+            ..*q
+        };
+        out.push(query_message_with(log, index, limits, &one, &mut take).0);
+    }
+    out
 }
 
 /// STORETIMESTAMP of the record at `phy` (RocketMQ `pickupStoreTimestamp`), if readable.

@@ -1170,6 +1170,47 @@ impl Store {
         )
     }
 
+    /// [`Store::query_message_records`] of each of `keys` (of `topic`, with the same `max_num`,
+    /// `begin` and `end`): one result per key, in the order of `keys`, each equal to the
+    /// single lookup's. Lookups of a batch run in groups whose index slots, chain heads and
+    /// records are loaded together, so their cache misses overlap: a batch costs less per key
+    /// than single lookups do.
+    ///
+    /// # Errors
+    /// As [`Store::query_message`].
+    pub fn query_messages_records<K: AsRef<str>>(
+        &self,
+        topic: &str,
+        keys: &[K],
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<Vec<RecordHandle>>> {
+        self.check_readable()?;
+        if self.tail_index.is_some() {
+            return keys
+                .iter()
+                .map(|k| self.query_message_records(topic, k.as_ref(), max_num, begin, end))
+                .collect();
+        }
+        let index = self.key_index()?;
+        let q = read::KeyQuery {
+            topic,
+            key: "",
+            max_num,
+            begin,
+            end,
+        };
+        Ok(read::query_messages_with(
+            &self.log,
+            index,
+            &self.limits,
+            &q,
+            keys,
+            |at, v| RecordHandle(at.to_ref(v.bytes().len())),
+        ))
+    }
+
     /// [`Store::look_message_by_offset`] without copying: the record as a [`RecordHandle`]
     /// (checked to be a message starting at `offset`).
     ///

@@ -780,3 +780,94 @@ fn visit_raw_records_walks_the_records_visit_records_decodes() {
         );
     }
 }
+
+/// `query_messages_records` answers every key of a batch as `query_message_records` answers it
+/// alone: unique keys, keys shared by several messages (`max_num` cutting them), the colliding
+/// pair "Aa"/"BB", UNIQ_KEYs, missing and empty keys and another topic's keys, across rolled
+/// index files, whole batches and batches shorter or longer than one prefetch group, and a time
+/// window that holds nothing. With the index disabled it fails as the single lookup does.
+#[test]
+fn batched_key_queries_answer_as_single_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), config()).unwrap();
+    let mut uniq = Vec::new();
+    for i in 0..3000 {
+        let key = match i {
+            7 => "Aa".to_string(),
+            8 => "BB".to_string(),
+            _ => format!("k{i}"),
+        };
+        let shared = format!("shared{}", i % 7);
+        let topic = if i % 5 == 0 { "U" } else { "T" };
+        let r = store
+            .put(&PutMessage {
+                topic,
+                body: format!("body {i}").as_bytes(),
+                keys: &[key.as_str(), shared.as_str()],
+                ..Default::default()
+            })
+            .unwrap();
+        if i % 97 == 0 {
+            let m = store.view_message_by_id(&r.msg_id()).unwrap();
+            uniq.push(m.uniq_key().unwrap().to_string());
+        }
+    }
+    let index_files = std::fs::read_dir(dir.path().join("index")).unwrap().count();
+    assert!(index_files > 1, "the index rolled ({index_files} files)");
+    let mut keys: Vec<String> = (0..3000).step_by(3).map(|i| format!("k{i}")).collect();
+    keys.extend((0..7).map(|i| format!("shared{i}")));
+    keys.extend(["Aa", "BB", "missing", "", "k5"].map(String::from));
+    keys.extend(uniq);
+    let offsets = |hits: &[rocketstore::RecordHandle]| -> Vec<u64> {
+        hits.iter().map(|h| h.offset()).collect()
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for topic in ["T", "U"] {
+        for (max_num, begin, end) in [
+            (1, 0, i64::MAX),
+            (4, 0, i64::MAX),
+            (32, 0, i64::MAX),
+            (32, now + 3_600_000, i64::MAX),
+        ] {
+            for take in [keys.len(), 16, 5, 33, 0] {
+                let batch = &keys[..take];
+                let got = store
+                    .query_messages_records(topic, batch, max_num, begin, end)
+                    .unwrap();
+                assert_eq!(got.len(), batch.len());
+                for (k, hits) in batch.iter().zip(&got) {
+                    let alone = store
+                        .query_message_records(topic, k, max_num, begin, end)
+                        .unwrap();
+                    assert_eq!(
+                        offsets(hits),
+                        offsets(&alone),
+                        "{topic} {k:?} max_num {max_num} begin {begin}"
+                    );
+                }
+            }
+        }
+    }
+    let found = store
+        .query_messages_records("T", &["k1", "Aa", "BB", "shared1"], 32, 0, i64::MAX)
+        .unwrap();
+    assert_eq!(
+        found.iter().map(Vec::len).collect::<Vec<_>>(),
+        [1, 1, 1, 32],
+        "the collision pair is told apart; shared1 (343 messages in T) is cut at max_num"
+    );
+    store.close().unwrap();
+
+    let off = tempfile::tempdir().unwrap();
+    let mut c = config();
+    c.message_index_enable = false;
+    let store = Store::open(off.path(), c).unwrap();
+    assert!(matches!(
+        store.query_messages_records("T", &["k1"], 4, 0, i64::MAX),
+        Err(Error::InvalidArgument { .. })
+    ));
+    store.close().unwrap();
+}
