@@ -10,7 +10,8 @@ compare them on a busy machine, where only the CPU time per message stays compar
     done
 
 Figures: ``get_message`` (32 per call, every queue, each body's length read), ``read_arrow``
-(65,536 per call), ``get_message_arrow`` (every queue), ``query`` (100,000 random keys per pass);
+(65,536 per call), ``get_message_arrow`` (every queue), ``query`` (100,000 random keys per
+pass), ``query_batch`` (the same keys, 256 per ``query_messages`` call);
 two baselines on the same store: ``arrow_take`` (each queue's rows gathered by pyarrow's ``take``
 from the whole log already read into one table: the same columns copied by Arrow itself, no record
 decoding) and ``file_read`` (``readinto()`` of the commit log files up to the last record: the scan
@@ -84,6 +85,18 @@ def main() -> None:
         log = os.path.join(path, "commitlog")
         files = sorted(os.path.join(log, f) for f in os.listdir(log))
         buf = memoryview(bytearray(8 << 20))
+    elif what == "query_batch":
+        # The same 100,000 random keys as `query`, 256 of one topic per call (formatted
+        # before the clock starts).
+        rng = random.Random(5)
+        ids = [rng.randrange(N) for _ in range(100_000)]
+        calls = [
+            (f"BenchTopic{t}", keys[j : j + 256])
+            for t in range(4)
+            for keys in [[f"k-{i}" for i in ids if i % 4 == t]]
+            for j in range(0, len(keys), 256)
+        ]
+        rng.shuffle(calls)
     c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(passes):
         if what == "read_arrow":
@@ -129,6 +142,9 @@ def main() -> None:
             for _ in range(100_000):
                 i = rng.randrange(N)
                 got += len(s.query_message(f"BenchTopic{i % 4}", f"k-{i}", max_num=4))
+        elif what == "query_batch":
+            for topic, keys in calls:
+                got += sum(map(len, s.query_messages(topic, keys, max_num=4)))
         else:
             sys.exit(f"unknown figure {what!r}")
     wall = time.perf_counter() - t0
