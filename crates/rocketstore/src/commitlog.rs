@@ -170,7 +170,7 @@ impl RecordRef {
 /// (about 100 bytes) and, for bodies up to about 100 bytes, the whole record.
 pub(crate) const PREFETCH_HEAD: usize = 256;
 
-/// Bytes [`LogFiles::prefetch_fixed`] loads: a record's fixed fields up to its body (96 bytes
+/// Bytes of a record's start a batch key lookup loads ahead ([`LogFiles::prefetch_start`]): a record's fixed fields up to its body (96 bytes
 /// with IPv4 hosts), two cache lines.
 pub(crate) const PREFETCH_FIXED: usize = 128;
 
@@ -234,10 +234,10 @@ impl LogFiles {
         }
     }
 
-    /// Starts loading the first [`PREFETCH_FIXED`] bytes at `offset` (a record's fixed
-    /// fields, before its body), or as many of them as are readable (a hint, as
-    /// [`LogFiles::prefetch`]).
-    pub(crate) fn prefetch_fixed(&mut self, log: &CommitLog, offset: u64) {
+    /// Starts loading the first `len` bytes at `offset`, or as many of them as are readable
+    /// (a hint, as [`LogFiles::prefetch`]): [`PREFETCH_HEAD`] for a record's fixed header and
+    /// all of a small record, [`PREFETCH_FIXED`] for its fixed fields alone.
+    pub(crate) fn prefetch_start(&mut self, log: &CommitLog, offset: u64, len: usize) {
         let Some(f) = self.file(log, offset) else {
             return;
         };
@@ -245,23 +245,13 @@ impl LogFiles {
             return;
         };
         if let Some(bytes) = f.slice_to_end(pos) {
-            crate::mmap::prefetch(&bytes[..bytes.len().min(PREFETCH_FIXED)]);
+            crate::mmap::prefetch(&bytes[..bytes.len().min(len)]);
         }
     }
 
-    /// Starts loading the first [`PREFETCH_HEAD`] bytes of the record at `offset` (its fixed
-    /// header; all of a small record), or as many of them as are readable (a hint, as
-    /// [`LogFiles::prefetch`]).
+    /// [`LogFiles::prefetch_start`] of [`PREFETCH_HEAD`] bytes.
     pub(crate) fn prefetch_head(&mut self, log: &CommitLog, offset: u64) {
-        let Some(f) = self.file(log, offset) else {
-            return;
-        };
-        let Ok(pos) = usize::try_from(offset - f.from()) else {
-            return;
-        };
-        if let Some(bytes) = f.slice_to_end(pos) {
-            crate::mmap::prefetch(&bytes[..bytes.len().min(PREFETCH_HEAD)]);
-        }
+        self.prefetch_start(log, offset, PREFETCH_HEAD);
     }
 }
 

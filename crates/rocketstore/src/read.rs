@@ -8,7 +8,7 @@ use rocketstore_format::{
 
 use std::sync::Arc;
 
-use crate::commitlog::{CommitLog, LogFiles, RecordRef, PREFETCH_HEAD};
+use crate::commitlog::{CommitLog, LogFiles, RecordRef, PREFETCH_FIXED, PREFETCH_HEAD};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
 use crate::dispatch::Subscription;
@@ -483,7 +483,7 @@ pub(crate) fn query_messages_with<T, K: AsRef<str>>(
                     .entry(a.0, a.1)
                     .and_then(|phy| u64::try_from(phy).ok());
                 if let Some(phy) = a.2 {
-                    files.prefetch_fixed(log, phy);
+                    files.prefetch_start(log, phy, PREFETCH_FIXED);
                 }
             }
             _ => {
