@@ -460,6 +460,27 @@ impl ConsumeQueue {
             .and_then(|o| o.checked_mul(UNIT_U64))
             .filter(|e| *e <= i64::MAX as u64)
             .ok_or_else(|| Error::invalid("cq_offset", format!("{cq_offset} is too large")))?;
+        // The common case, without the file list's lock: the unit goes right after the last
+        // one, in the file the append handle holds. That file is the list's last: every change
+        // of the list's tail either clears the handle (`lock_exclusive`) or is a new file that
+        // `append` claims at once, and the front is cut only below the last file.
+        if let Some(w) = writer.as_mut() {
+            let f = w.file();
+            let wrote = f.wrote();
+            if wrote > 0
+                && wrote.is_multiple_of(UNIT)
+                && !f.is_full()
+                && f.from() + wrote as u64 == expect
+            {
+                let encoded = unit.encode();
+                w.write_with(wrote, UNIT, |dst| dst.copy_from_slice(&encoded))?;
+                // Release: the bytes above are in place before readers can see them.
+                w.publish(wrote + UNIT);
+                self.max_physic_offset
+                    .store(unit_end(&unit), Ordering::Release);
+                return Ok(true);
+            }
+        }
         let fs = self.file_size as u64;
 
         // An empty queue (no file, or a single file with nothing written): the first write.

@@ -240,6 +240,16 @@ impl IndexBatch<'_> {
         Ok(())
     }
 
+    /// Starts loading the hash slots of `hashes` in the newest file (a hint: nothing is read
+    /// or written).
+    pub(crate) fn prefetch_slots(&self, hashes: &[i32]) {
+        if let Some(f) = &self.newest {
+            for &h in hashes {
+                f.prefetch_slot(h);
+            }
+        }
+    }
+
     /// The checks `build` makes before any key (rolling the newest file first if it is full).
     fn admit(&mut self, phy_offset: i64, sys_flag: i32) -> Result<Admit> {
         let newest = self

@@ -56,10 +56,10 @@ impl TailIndex {
                     offsets.push(req.commitlog_offset);
                 }
             };
-            if let Some(u) = req.uniq_key {
+            if let Some(u) = req.uniq_key() {
                 add(u);
             }
-            if let Some(keys) = req.keys {
+            if let Some(keys) = req.keys() {
                 for k in rocketstore_format::keys::index_tokens(keys) {
                     add(k);
                 }

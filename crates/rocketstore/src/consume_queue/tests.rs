@@ -777,3 +777,46 @@ fn a_pending_creation_never_keeps_a_file_shared_nor_fails_once_it_is_gone() {
     cqs.flush_below(u64::MAX).unwrap();
     assert!(pending(&cqs).is_empty());
 }
+
+/// Appends that take the held append handle (the unit right after the last one in its file)
+/// and those that cannot (a roll, a duplicate, a gap, after a truncation or a destroy) leave
+/// the same queue: every unit where a fresh queue written in one go has it, byte for byte.
+#[test]
+fn appends_through_the_held_handle_match_appends_that_take_the_file_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(dir.path(), 60); // 3 units per file: a roll every third put
+    fill(&q, 0, 8);
+    // A duplicate and an older unit are skipped; a gap is refused; nothing changes.
+    assert!(!q.put(nth(7, 0), 7).unwrap());
+    assert!(!q.put(nth(5, 0), 5).unwrap());
+    assert!(q.put(nth(10, 0), 10).is_err());
+    assert_eq!(q.max_offset(), 8);
+    // Cut back to 5 units (in the second file), then append again from there.
+    q.truncate_dirty(nth(5, 0).phy_offset as u64).unwrap();
+    assert_eq!(q.max_offset(), 5);
+    fill(&q, 5, 11);
+    for i in 0..11 {
+        assert_eq!(q.get(i), Some(nth(i, 0)), "unit {i}");
+    }
+    let cut = dir_bytes(dir.path());
+    let fresh = tempfile::tempdir().unwrap();
+    let f = open(fresh.path(), 60);
+    fill(&f, 0, 11);
+    drop((q, f));
+    let names = |v: Vec<(PathBuf, Vec<u8>)>, root: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        v.into_iter()
+            .map(|(p, b)| (p.strip_prefix(root).unwrap().to_path_buf(), b))
+            .collect()
+    };
+    assert_eq!(
+        names(cut, dir.path()),
+        names(dir_bytes(fresh.path()), fresh.path())
+    );
+    // A destroyed queue starts again at the next put's offset.
+    let q = open(dir.path(), 60);
+    q.destroy().unwrap();
+    let q = open(dir.path(), 60);
+    fill(&q, 11, 14);
+    assert_eq!((q.min_offset(), q.max_offset()), (11, 14));
+    assert_eq!(q.get(12), Some(nth(12, 0)));
+}

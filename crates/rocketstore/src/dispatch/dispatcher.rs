@@ -314,8 +314,8 @@ impl Dispatcher {
                     store_timestamp: batch.store_timestamp,
                     queue_offset: r.queue_offset,
                     sys_flag: r.sys_flag,
-                    keys: None,
-                    uniq_key: None,
+                    keys_raw: None,
+                    uniq_key_raw: None,
                 };
                 let req = with_properties(facts, props, &self.delay_levels);
                 self.dispatch_one(&req, run)?;
@@ -375,7 +375,14 @@ impl Dispatcher {
                 run.count += 1;
                 return Ok(());
             }
-            Some(IndexSink::Handoff(keys)) => keys.push(&index_request(req))?,
+            Some(IndexSink::Handoff(keys)) => keys.push(&handoff::RawKeys {
+                topic: req.topic,
+                phy_offset: req.commitlog_offset,
+                store_timestamp: req.store_timestamp,
+                sys_flag: req.sys_flag,
+                uniq_key: req.uniq_key_raw,
+                keys: req.keys_raw,
+            })?,
             None => {}
         }
         run.count += 1;
@@ -408,8 +415,8 @@ fn index_request<'a>(req: &DispatchRequest<'a>) -> IndexRequest<'a> {
         phy_offset: req.commitlog_offset,
         store_timestamp: req.store_timestamp,
         sys_flag: req.sys_flag,
-        uniq_key: req.uniq_key,
-        keys: req.keys,
+        uniq_key: req.uniq_key(),
+        keys: req.keys(),
     }
 }
 

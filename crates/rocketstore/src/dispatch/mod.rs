@@ -23,11 +23,24 @@ pub(crate) struct DispatchRequest<'a> {
     pub(crate) store_timestamp: i64,
     pub(crate) queue_offset: i64,
     pub(crate) sys_flag: i32,
-    pub(crate) keys: Option<&'a str>,
-    pub(crate) uniq_key: Option<&'a str>,
+    /// The raw `KEYS` value (non-empty), as stored: its UTF-8 is checked where it is used
+    /// ([`DispatchRequest::keys`]), which may be another thread.
+    pub(crate) keys_raw: Option<&'a [u8]>,
+    /// The raw `UNIQ_KEY` value (non-empty), as stored.
+    pub(crate) uniq_key_raw: Option<&'a [u8]>,
 }
 
-impl DispatchRequest<'_> {
+impl<'a> DispatchRequest<'a> {
+    /// The `KEYS` value if it is UTF-8 (a value that is not is not indexed).
+    pub(crate) fn keys(&self) -> Option<&'a str> {
+        utf8(self.keys_raw)
+    }
+
+    /// The `UNIQ_KEY` value if it is UTF-8.
+    pub(crate) fn uniq_key(&self) -> Option<&'a str> {
+        utf8(self.uniq_key_raw)
+    }
+
     /// NOT and COMMIT records go to the consume queue (§5.8), unless their topic cannot safely
     /// be a directory name ([`DispatchRequest::undispatchable`]).
     pub(crate) fn goes_to_cq(&self) -> bool {
@@ -68,8 +81,8 @@ pub(crate) fn dispatch_request<'a>(
         store_timestamp: rec.store_timestamp,
         queue_offset: rec.queue_offset,
         sys_flag: rec.sys_flag,
-        keys: None,
-        uniq_key: None,
+        keys_raw: None,
+        uniq_key_raw: None,
     };
     with_properties(facts, rec.properties_raw, delay_levels)
 }
@@ -105,8 +118,8 @@ pub(crate) fn with_properties<'a>(
         }
     }
     req.tags_code = tags_code;
-    req.keys = utf8(props.keys);
-    req.uniq_key = utf8(props.uniq_key);
+    req.keys_raw = props.keys;
+    req.uniq_key_raw = props.uniq_key;
     req
 }
 
