@@ -1175,35 +1175,48 @@ impl IndexService {
         max_num: usize,
         begin: i64,
         end: i64,
-        mut on_hit: impl FnMut(i64),
+        on_hit: impl FnMut(i64),
     ) -> QueryOffsetResult {
-        let mut result = QueryOffsetResult {
-            phy_offsets: Vec::with_capacity(max_num.min(64)),
-            ..QueryOffsetResult::default()
-        };
+        let mut phy_offsets = Vec::with_capacity(max_num.min(64));
+        let hash = index_key_hash_of(topic, key);
+        let (ts, phy) = self.query_hashed_into(hash, max_num, begin, end, &mut phy_offsets, on_hit);
+        QueryOffsetResult {
+            phy_offsets,
+            index_last_update_timestamp: ts,
+            index_last_update_phy_offset: phy,
+        }
+    }
+
+    /// [`IndexService::query_with`] of a key whose index hash is `hash`
+    /// ([`rocketstore_format::index_key_hash_of`]), its offsets put in `out` (cleared first: a
+    /// caller looking up many keys keeps one vector). Returns the newest file's endTimestamp
+    /// and endPhyOffset (0, 0 without a file).
+    pub(crate) fn query_hashed_into(
+        &self,
+        hash: i32,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+        out: &mut Vec<i64>,
+        mut on_hit: impl FnMut(i64),
+    ) -> (i64, i64) {
+        out.clear();
+        let mut last_update = (0, 0);
         // The file list's read lock is held for the walk (a few reads of mapped memory)
         // instead of cloning the list: the writer takes it only to add or remove a file.
         let files = self.read();
-        let hash = index_key_hash_of(topic, key);
         for (i, f) in files.iter().enumerate().rev() {
             if i + 1 == files.len() {
-                result.index_last_update_timestamp = f.end_timestamp();
-                result.index_last_update_phy_offset = f.end_phy_offset();
+                last_update = (f.end_timestamp(), f.end_phy_offset());
             }
             if f.is_time_matched(begin, end) {
-                f.select(
-                    &mut result.phy_offsets,
-                    hash,
-                    max_num,
-                    (begin, end),
-                    &mut on_hit,
-                );
+                f.select(out, hash, max_num, (begin, end), &mut on_hit);
             }
-            if f.begin_timestamp() < begin || result.phy_offsets.len() >= max_num {
+            if f.begin_timestamp() < begin || out.len() >= max_num {
                 break;
             }
         }
-        result
+        last_update
     }
 
     /// A [`ChainPrefetch`] over the newest index file, if queries over `[begin, end]` read

@@ -373,6 +373,37 @@ pub(crate) fn query_message_with<T>(
     index: &IndexService,
     limits: &ReadLimits,
     q: &KeyQuery<'_>,
+    take: impl FnMut(RecordAt<'_>, &RecordView<'_>) -> T,
+) -> (Vec<T>, (i64, i64)) {
+    let hash = index_key_hash_of(q.topic, q.key);
+    query_hashed(
+        log,
+        index,
+        limits,
+        q,
+        hash,
+        &mut QueryScratch::default(),
+        take,
+    )
+}
+
+/// What a key lookup reuses from the one before it in a batch: the vector of candidate
+/// offsets and the commit log file looked at last.
+#[derive(Debug, Default)]
+struct QueryScratch {
+    offsets: Vec<i64>,
+    files: LogFiles,
+}
+
+/// [`query_message_with`] of a key whose index hash (`index_key_hash_of(q.topic, q.key)`) is
+/// `hash`.
+fn query_hashed<T>(
+    log: &CommitLog,
+    index: &IndexService,
+    limits: &ReadLimits,
+    q: &KeyQuery<'_>,
+    hash: i32,
+    scratch: &mut QueryScratch,
     mut take: impl FnMut(RecordAt<'_>, &RecordView<'_>) -> T,
 ) -> (Vec<T>, (i64, i64)) {
     let KeyQuery {
@@ -388,27 +419,22 @@ pub(crate) fn query_message_with<T>(
     let mut found: Vec<T> = Vec::new();
     let mut last_update = (0, 0);
     let mut end = end;
-    let mut files = LogFiles::default();
+    let QueryScratch { offsets, files } = scratch;
     for _ in 0..3 {
         // Each candidate record's first bytes start loading as soon as the walk finds its
         // entry: the miss overlaps the rest of the chain's (and the other candidates').
-        let r = index.query_with(topic, key, max_num, begin, end, |phy| {
+        last_update = index.query_hashed_into(hash, max_num, begin, end, offsets, |phy| {
             if let Ok(phy) = u64::try_from(phy) {
                 files.prefetch_head(log, phy);
             }
         });
-        last_update = (
-            r.index_last_update_timestamp,
-            r.index_last_update_phy_offset,
-        );
-        let mut offsets = r.phy_offsets;
         if offsets.is_empty() {
             break;
         }
         offsets.sort_unstable();
         offsets.dedup();
         let mut first_ts = None;
-        for phy in offsets {
+        for &phy in offsets.iter() {
             let Ok(phy) = u64::try_from(phy) else {
                 continue;
             };
@@ -503,6 +529,7 @@ pub(crate) fn query_messages_with<T, K: AsRef<str>>(
             }
         }
     }
+    let mut scratch = QueryScratch::default();
     for (i, k) in keys.iter().enumerate() {
         for stage in (1..=4).rev() {
             step(i + stage * S, stage, &mut ahead);
@@ -511,7 +538,10 @@ pub(crate) fn query_messages_with<T, K: AsRef<str>>(
             key: k.as_ref(),
             ..*q
         };
-        out.push(query_message_with(log, index, limits, &one, &mut take).0);
+        let hash = ahead
+            .get(i)
+            .map_or_else(|| index_key_hash_of(q.topic, one.key), |a| a.0);
+        out.push(query_hashed(log, index, limits, &one, hash, &mut scratch, &mut take).0);
     }
     out
 }
