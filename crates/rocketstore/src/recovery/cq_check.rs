@@ -14,11 +14,13 @@
 
 use std::collections::HashMap;
 
-use rocketstore_format::{sysflag, RecordView};
+use rocketstore_format::RecordView;
 
 use crate::commitlog::{CommitLog, LogFiles};
 use crate::consume_queue::ConsumeQueueStore;
 use crate::error::Result;
+
+use super::by_topic::ByTopic;
 
 /// Units checked per batch (their records' heads are prefetched together).
 const CHECK_BATCH: usize = 32;
@@ -29,38 +31,67 @@ const CHECK_BATCH: usize = 32;
 pub(crate) struct Window {
     /// Topic -> queue id -> first queue offset (looked up by the record's `&str` topic: no
     /// allocation per record).
-    first: HashMap<String, HashMap<i32, i64>>,
+    first: ByTopic<QueueFirsts>,
 }
 
 impl Window {
-    /// Notes one valid record of the scan (records that go to a consume queue only).
+    /// Notes one record that goes to a consume queue (the caller checked:
+    /// [`super::split_scan`]'s `Notes::note`).
     pub(crate) fn note(&mut self, rec: &RecordView<'_>) {
-        let t = sysflag::transaction_type(rec.sys_flag);
-        if (t != sysflag::TRANSACTION_NOT_TYPE && t != sysflag::TRANSACTION_COMMIT_TYPE)
-            || rec.queue_id < 0
-            || !rocketstore_format::is_safe_topic_dir(rec.topic)
-        {
-            return;
-        }
         // Scan order is commit log order, so the first record of a queue has its lowest offset.
-        let queues = match self.first.get_mut(rec.topic) {
-            Some(q) => q,
-            None => self.first.entry(rec.topic.to_string()).or_default(),
-        };
-        let v = queues.entry(rec.queue_id).or_insert(rec.queue_offset);
-        *v = (*v).min(rec.queue_offset);
+        self.first
+            .entry(rec.topic)
+            .note(rec.queue_id, rec.queue_offset);
     }
 
     /// Adds the notes of another part of the same scan (the minimum per queue, as if one scan
     /// had seen both parts' records).
     pub(crate) fn merge(&mut self, other: Window) {
         for (topic, queues) in other.first {
-            let mine = self.first.entry(topic).or_default();
-            for (qid, theirs) in queues {
-                let v = mine.entry(qid).or_insert(theirs);
-                *v = (*v).min(theirs);
+            let mine = self.first.entry(&topic);
+            for (qid, theirs) in queues.iter() {
+                mine.note(qid, theirs);
             }
         }
+    }
+}
+
+/// Queue ids below this are kept in a vector; larger ones (a foreign store's) in a map.
+const VEC_QUEUE_IDS: usize = 4096;
+
+/// The lowest queue offset noted per queue id of one topic.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct QueueFirsts {
+    by_id: Vec<Option<i64>>,
+    large: HashMap<i32, i64>,
+}
+
+impl QueueFirsts {
+    fn note(&mut self, queue_id: i32, queue_offset: i64) {
+        match usize::try_from(queue_id) {
+            Ok(q) if q < VEC_QUEUE_IDS => {
+                if self.by_id.len() <= q {
+                    self.by_id.resize(q + 1, None);
+                }
+                if let Some(v) = self.by_id.get_mut(q) {
+                    *v = Some(v.map_or(queue_offset, |v| v.min(queue_offset)));
+                }
+            }
+            _ => {
+                let v = self.large.entry(queue_id).or_insert(queue_offset);
+                *v = (*v).min(queue_offset);
+            }
+        }
+    }
+
+    /// Every queue id noted and its lowest queue offset.
+    fn iter(&self) -> impl Iterator<Item = (i32, i64)> + '_ {
+        let small = self
+            .by_id
+            .iter()
+            .enumerate()
+            .filter_map(|(q, v)| Some((i32::try_from(q).ok()?, (*v)?)));
+        small.chain(self.large.iter().map(|(&q, &v)| (q, v)))
     }
 }
 
@@ -77,7 +108,7 @@ pub(crate) fn cut_mismatched_units(
     let queues = window
         .first
         .iter()
-        .flat_map(|(t, qs)| qs.iter().map(move |(qid, &first)| (t, *qid, first)));
+        .flat_map(|(t, qs)| qs.iter().map(move |(qid, first)| (t, qid, first)));
     for (topic, qid, first) in queues {
         let Some(q) = cqs.get(topic, qid) else {
             continue;

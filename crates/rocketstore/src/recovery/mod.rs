@@ -26,6 +26,7 @@
 //! so a crash during recovery is recovered as abnormal again (recovery is resumable).
 
 pub(crate) mod accept;
+mod by_topic;
 pub(crate) mod cq_check;
 pub(crate) mod index_check;
 pub(crate) mod quarantine;

@@ -16,6 +16,8 @@ use crate::consume_queue::{ConsumeQueue, ConsumeQueueStore};
 use crate::dispatch::dispatch_request;
 use crate::error::Result;
 
+use super::by_topic::ByTopic;
+
 /// The highest queue id a topic may have (`max_queue_nums_per_topic - 1`).
 pub(crate) fn max_queue_id(cfg: &StoreConfig) -> i32 {
     i32::try_from(cfg.max_queue_nums_per_topic).unwrap_or(i32::MAX) - 1
@@ -27,30 +29,21 @@ pub(crate) fn max_queue_id(cfg: &StoreConfig) -> i32 {
 #[derive(Debug, Default)]
 #[cfg_attr(test, derive(PartialEq))]
 pub(crate) struct QueueTails {
-    seen: HashMap<String, Vec<i64>>,
+    /// Topic -> the highest queue offset seen per queue id (-1: none).
+    seen: ByTopic<Vec<i64>>,
 }
 
 impl QueueTails {
-    /// Notes one valid record (NOT and COMMIT records only, like dispatch).
+    /// Notes one record that goes to a consume queue (the caller checked:
+    /// [`super::split_scan`]'s `Notes::note`), with a queue id up to 65,536.
     pub(crate) fn note(&mut self, rec: &rocketstore_format::RecordView<'_>) {
-        use rocketstore_format::sysflag;
-        let t = sysflag::transaction_type(rec.sys_flag);
-        if t != sysflag::TRANSACTION_NOT_TYPE && t != sysflag::TRANSACTION_COMMIT_TYPE {
-            return;
-        }
-        if !rocketstore_format::is_safe_topic_dir(rec.topic) {
-            return; // never dispatched to a consume queue
-        }
         let Ok(qid) = usize::try_from(rec.queue_id) else {
             return;
         };
         if qid > 65_536 {
             return;
         }
-        let slots = match self.seen.get_mut(rec.topic) {
-            Some(v) => v,
-            None => self.seen.entry(rec.topic.to_string()).or_default(),
-        };
+        let slots = self.seen.entry(rec.topic);
         if slots.len() <= qid {
             slots.resize(qid + 1, -1);
         }
@@ -63,7 +56,7 @@ impl QueueTails {
     /// scan had seen both parts' records).
     pub(crate) fn merge(&mut self, other: QueueTails) {
         for (topic, theirs) in other.seen {
-            let slots = self.seen.entry(topic).or_default();
+            let slots = self.seen.entry(&topic);
             if slots.len() < theirs.len() {
                 slots.resize(theirs.len(), -1);
             }
@@ -76,7 +69,7 @@ impl QueueTails {
     /// Queues (with a valid queue id) whose consume queue ends at or before a scanned record.
     pub(crate) fn lagging(&self, cqs: &ConsumeQueueStore, max_qid: i32) -> Vec<(String, i32)> {
         let mut out = Vec::new();
-        for (topic, slots) in &self.seen {
+        for (topic, slots) in self.seen.iter() {
             for (qid, &max_seen) in slots.iter().enumerate() {
                 let Ok(qid) = i32::try_from(qid) else {
                     continue;

@@ -19,7 +19,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use rocketstore_format::{decode_record, DecodeOptions, Decoded, RecordView};
+use rocketstore_format::{decode_record, sysflag, DecodeOptions, Decoded, RecordView};
 
 use crate::commitlog::{scan_files_from, CommitLog, ScanEnd, ScanFile};
 
@@ -34,7 +34,16 @@ pub(crate) struct Notes {
 }
 
 impl Notes {
+    /// Notes `rec` if it goes to a consume queue (NOT and COMMIT records whose topic can be a
+    /// directory name and whose queue id is not negative; dispatch sends no other record).
     fn note(&mut self, rec: &RecordView<'_>) {
+        let t = sysflag::transaction_type(rec.sys_flag);
+        if (t != sysflag::TRANSACTION_NOT_TYPE && t != sysflag::TRANSACTION_COMMIT_TYPE)
+            || rec.queue_id < 0
+            || !rocketstore_format::is_safe_topic_dir(rec.topic)
+        {
+            return;
+        }
         self.tails.note(rec);
         self.cq_window.note(rec);
     }
