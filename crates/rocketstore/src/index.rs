@@ -222,7 +222,7 @@ impl IndexBatch<'_> {
     }
 
     /// [`IndexBatch::build`] for a record whose key hashes were computed elsewhere
-    /// ([`handoff::KeySender`]: `hashes` in the order `build` puts them, UNIQ_KEY first).
+    /// ([`handoff::build_all`]: `hashes` in the order `build` puts them, UNIQ_KEY first).
     pub(crate) fn build_hashed(
         &mut self,
         phy_offset: i64,

@@ -18,7 +18,7 @@
 //!    ([`cq_check`]), and queues behind a walked record.
 //! 7. **Refill those queues** from the commit log ([`queues::backfill_queues`]) and
 //!    **re-dispatch** everything any structure lacks ([`Recovery::redispatch`]; with two cores
-//!    the index is built on a second thread from handed-over key hashes).
+//!    the index is built on a second thread from the handed-over keys).
 //! 8. **Rebuild the queue offset table** from the consume queues.
 //!
 //! A read-only open does steps 1–3 and 8 only: it changes nothing on disk. The index files are
@@ -355,7 +355,7 @@ impl Recovery<'_> {
         let (repaired_queues, backfilled_units) =
             queues::backfill_queues(log, cqs, self.cfg, suspects, from, walk.from.max(from))?;
         self.dispatcher.set_reput_from(from);
-        // With two cores the index is built on a second thread from handed-over key hashes.
+        // With two cores the index is built on a second thread from the handed-over keys.
         let redispatched = self
             .dispatcher
             .dispatch_until_split(log, walk.scan.end, threads())?;

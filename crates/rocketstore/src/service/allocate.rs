@@ -1,6 +1,6 @@
 //! The allocate service (RocketMQ `AllocateMappedFileService`): the thread that creates the next
 //! commit log files ahead of the writer, serving the requests of the
-//! [`Allocator`](crate::segment::Allocator) (see `segment/allocator.rs` for the protocol).
+//! [`crate::segment::Allocator`] (see `segment/allocator.rs` for the protocol).
 
 use std::sync::Arc;
 use std::time::Duration;
