@@ -132,8 +132,9 @@ impl Dispatcher {
     /// [`Dispatcher::dispatch_until`] for recovery's re-dispatch: with `threads` > 1 and an
     /// index, the index is built on a thread `rs-recover-index` from the records' keys this
     /// thread hands over in batches ([`crate::index::handoff`]; the builder checks and hashes
-    /// them) while this thread decodes and writes the consume queues. Returns once both are done, with the same files as
-    /// `dispatch_until`; an error of either side is returned (the builder's first).
+    /// them) while this thread decodes and writes the consume queues. Returns once both are
+    /// done, with the same files as `dispatch_until`; an error of either side is returned (the
+    /// builder's first).
     pub(crate) fn dispatch_until_split(
         &self,
         log: &CommitLog,

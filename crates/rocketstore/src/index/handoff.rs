@@ -5,14 +5,17 @@
 //! the record's identity, the Java hash of `"<topic>#"` and the raw bytes of its `UNIQ_KEY` and
 //! `KEYS` values ([`KeySender::push`]: one copy into the batch, no UTF-8 check, no hashing). The
 //! builder thread ([`build_all`]) checks the keys' UTF-8, hashes them exactly as
-//! [`IndexBatch::build`](super::IndexBatch::build) would (UNIQ_KEY first, then each KEYS token; a value that is not UTF-8
-//! is left out, as the dispatcher's own conversion leaves it out) and calls
-//! [`IndexBatch::build_hashed`](super::IndexBatch::build_hashed) for each record in commit log order. Splitting the work there
+//! [`IndexBatch::build`] would (UNIQ_KEY first, then each KEYS token; a value that is not
+//! UTF-8 is left out, as the dispatcher's own conversion leaves it out) and calls
+//! [`IndexBatch::build_hashed`] for each record in commit log order. Splitting the work there
 //! keeps the two threads about equally busy (the dispatching thread's share was the longer one).
 //! Every record the dispatcher would have handed to `build` is handed over, keyless ones
 //! included (`build` rolls to a writable file for them too), so once the builder has drained the
 //! channel the index files hold the same entries, slots and headers as one sequential run.
 //! Batches are recycled through a second channel (no fresh memory per batch).
+//!
+//! [`IndexBatch::build`]: super::IndexBatch::build
+//! [`IndexBatch::build_hashed`]: super::IndexBatch::build_hashed
 
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
@@ -155,8 +158,8 @@ impl KeySender {
 /// sender is finished or dropped.
 ///
 /// # Errors
-/// The first error of [`IndexBatch::build_hashed`](super::IndexBatch::build_hashed) (the builder stops there; the sender's next
-/// hand-over then fails).
+/// The first error of [`IndexBatch::build_hashed`](super::IndexBatch::build_hashed) (the
+/// builder stops there; the sender's next hand-over then fails).
 pub(crate) fn build_all(index: &IndexService, rx: KeyReceiver) -> Result<()> {
     let mut batch = index.batch()?;
     // The batch's key hashes, and where each record's end in them.
