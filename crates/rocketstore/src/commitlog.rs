@@ -28,10 +28,11 @@ use crate::util::{lock, now_ms};
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared<'a> {
     pub(crate) topic: &'a str,
+    /// The body. Its CRC-32 is taken under the put lock, right before the body is copied into
+    /// the file: the copy then reads it from the cache the CRC brought it into, one pass over
+    /// memory instead of two (a batch's bodies outgrow the caches between a CRC taken while
+    /// preparing and the copy; BENCHMARKS.md, "One pass over each body").
     pub(crate) body: &'a [u8],
-    /// CRC-32 of the body, unmasked (BODYCRC is its low 31 bits; the `__CRC32#` seal combines
-    /// it with the CRC of the rest of the record instead of reading the body again).
-    pub(crate) body_crc: u32,
     /// Range of this message's encoded properties in the batch's shared buffer.
     pub(crate) props: Range<usize>,
     pub(crate) header: RecordHeader,
@@ -591,8 +592,10 @@ impl CommitLog {
                 let seal = m.prop_crc;
                 w.stage_next(staged);
                 let enc = w.write_with(pos, m.len, |dst| {
-                    let body_crc = masked_crc(m.body_crc);
-                    encode_record(dst, &hdr, m.version, body, body_crc, m.topic, p)?;
+                    // Unmasked: BODYCRC is its low 31 bits; the `__CRC32#` seal combines it with
+                    // the CRC of the rest of the record instead of reading the body again.
+                    let crc = body_crc(body);
+                    encode_record(dst, &hdr, m.version, body, masked_crc(crc), m.topic, p)?;
                     if seal {
                         // The body is followed by the topic length, the topic, the properties
                         // length (2 bytes) and the properties.
@@ -602,7 +605,7 @@ impl CommitLog {
                             dst,
                             body_pos,
                             body.len(),
-                            m.body_crc,
+                            crc,
                             &mut shift,
                         );
                     }
@@ -1301,8 +1304,7 @@ fn damaged_prop_crc(record: &[u8]) -> bool {
     (1..=2).contains(&bits)
 }
 
-/// Body CRC as stored (RocketMQ `UtilAll.crc32` masked).
-/// The unmasked CRC-32 of a body (see [`Prepared::body_crc`]).
+/// The unmasked CRC-32 of a body (RocketMQ's BODYCRC is its low 31 bits: [`masked_crc`]).
 pub(crate) fn body_crc(body: &[u8]) -> u32 {
     crc32fast::hash(body)
 }

@@ -10,7 +10,7 @@ use rocketstore_format::{
     RecordHeader, UniqKeyPrefix, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V1,
 };
 
-use crate::commitlog::{body_crc, Prepared};
+use crate::commitlog::Prepared;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::message::PutMessage;
@@ -325,7 +325,6 @@ pub(crate) fn prepare<'a>(
     Ok(Prepared {
         topic,
         body: m.body,
-        body_crc: body_crc(m.body),
         props: start..props.len(),
         header: RecordHeader {
             queue_id,

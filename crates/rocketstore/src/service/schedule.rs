@@ -48,7 +48,7 @@ use rocketstore_format::{
     MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V1, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
 };
 
-use crate::commitlog::{body_crc, CommitLog, Prepared};
+use crate::commitlog::{CommitLog, Prepared};
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::ConsumeQueueStore;
 use crate::error::{Error, Result};
@@ -321,7 +321,6 @@ impl ScheduleCore {
             .map(|r| Prepared {
                 topic: &r.topic,
                 body: &r.msg.body,
-                body_crc: body_crc(&r.msg.body),
                 props: r.props.clone(),
                 header: r.header,
                 version: r.version,
