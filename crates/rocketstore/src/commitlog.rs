@@ -355,6 +355,7 @@ impl CommitLog {
             sync_flush_timeout: Duration::from_millis(cfg.sync_flush_timeout),
             create_opts: CreateOptions {
                 sync: cfg.fsync_directory,
+                defer_sync: cfg.flush_disk_type == FlushDiskType::AsyncFlush,
                 populate: cfg.prefault_commit_log(),
                 warm,
                 prealloc: None,

@@ -408,7 +408,9 @@ store_config! {
         /// Run the schedule service that re-delivers delayed messages (ours; the broker's
         /// `ScheduleMessageService`).
         schedule_service_enable = false, None;
-        /// `fsync` the directory after creating, renaming or deleting files (ours).
+        /// `fsync` a new file and its directory after creating it, and the directory after
+        /// renaming or deleting files (ours). Under ASYNC_FLUSH a new commit log file's first
+        /// flush does it, before any of its bytes count as flushed.
         fsync_directory = true, None;
         /// Run the background services on their own threads (ours). When false, tests drive each
         /// service's `run_once` by hand and the writer creates files itself.

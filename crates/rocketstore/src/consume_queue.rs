@@ -602,6 +602,7 @@ impl ConsumeQueue {
         let path = self.dir.join(offset_to_file_name(from));
         let opts = CreateOptions {
             sync: false,
+            defer_sync: false,
             populate: false,
             warm: None,
             prealloc: None,

@@ -1100,6 +1100,7 @@ impl IndexService {
         let opts = CreateOptions {
             // Made durable by the next flush (`unsynced`), before any msync of the file.
             sync: false,
+            defer_sync: false,
             populate: false,
             warm: None,
             // Header and slots are written anywhere: allocate them now; entries are appended,

@@ -207,6 +207,7 @@ impl Store {
                 &commitlog_dir,
                 CreateOptions {
                     sync: config.fsync_directory,
+                    defer_sync: config.flush_disk_type == crate::FlushDiskType::AsyncFlush,
                     populate: config.prefault_commit_log(),
                     warm,
                     prealloc: None,

@@ -322,6 +322,27 @@ fn c2_zero_tails_and_all_zero_files() {
     );
     store.close().unwrap();
 
+    // Files created ahead of the writer whose names became durable before their sizes (a
+    // creation made durable by the file's first flush; another file's directory fsync got
+    // there first): empty files at the end, after a zero-filled one or not.
+    for shape in [[0, 0], [FILE, 0]] {
+        let dir = tempfile::tempdir().unwrap();
+        let results = populate(dir.path(), 300);
+        let cl = dir.path().join("commitlog");
+        let files = std::fs::read_dir(&cl).unwrap().count() as u64;
+        let extra: Vec<PathBuf> = (0..2)
+            .map(|i| cl.join(offset_to_file_name((files + i) * FILE)))
+            .collect();
+        for (path, len) in extra.iter().zip(shape) {
+            std::fs::write(path, vec![0u8; len as usize]).unwrap();
+        }
+        std::fs::write(dir.path().join("abort"), b"").unwrap();
+        let store = open_check(dir.path(), config(&[]), &indexed(&results));
+        assert_eq!(store.max_commitlog_offset(), end, "{shape:?}");
+        assert!(extra.iter().all(|p| !p.exists()), "{shape:?}");
+        finish(store);
+    }
+
     // A store whose only file is all zeros.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("commitlog")).unwrap();

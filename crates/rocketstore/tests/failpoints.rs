@@ -287,3 +287,32 @@ fn failed_staged_write_fences_the_store_and_publishes_nothing_of_the_batch() {
     assert_eq!(store.put(&msg(b"after")).unwrap().status, PutStatus::PutOk);
     store.close().unwrap();
 }
+
+#[test]
+fn a_commit_log_file_is_never_flushed_before_its_creation_is_durable() {
+    // ASYNC_FLUSH: the allocate service creates files without an fsync; the first flush of a
+    // file makes its creation durable (file, then directory) before it msyncs a byte of it. If
+    // that fsync fails, nothing of the file is reported durable and the store is fenced.
+    let _s = scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), cfg(&[])).unwrap();
+    let body = vec![7u8; 10_000];
+    assert_eq!(store.put(&msg(&body)).unwrap().status, PutStatus::PutOk);
+    let first = store.flush().unwrap();
+    assert!(first > 0);
+    fail::cfg(fp::CREATE_FSYNC, "return(EIO)").unwrap();
+    // On into the second 256 KiB file, which the service created ahead without an fsync.
+    while store.max_commitlog_offset() < 300 * 1024 {
+        assert_eq!(store.put(&msg(&body)).unwrap().status, PutStatus::PutOk);
+    }
+    assert!(matches!(store.flush(), Err(Error::Poisoned { .. })));
+    assert!(store.poisoned().is_some());
+    assert!(store.put(&msg(&body)).is_err(), "no put after the fence");
+    fail::remove(fp::CREATE_FSYNC);
+    let _ = store.close();
+    // Everything in the first file was flushed (the flush moves file by file) and is there.
+    let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+    assert!(store.max_commitlog_offset() >= first);
+    assert!(store.scan(0).unwrap().all(|m| m.is_ok()));
+    store.close().unwrap();
+}

@@ -214,7 +214,9 @@ impl Recovery<'_> {
                 files.saturating_sub(3)
             }
         };
-        // The window's start as (file index, position in the file), if it lies in a file.
+        // The window's start as (file index, position in the file), if it lies in a file or at
+        // the end of the last one (the next file's creation was not durable yet: it is made
+        // durable by the file's first flush, and the window may start at that file).
         let window_start = self.window.and_then(|w| {
             let s = u64::try_from(w.start_offset).ok()?;
             if s < log.min_offset() {
@@ -223,7 +225,8 @@ impl Recovery<'_> {
             let all = log.queue().files();
             let i = all.iter().rposition(|f| f.from() <= s)?;
             let pos = usize::try_from(s - all.get(i)?.from()).ok()?;
-            (pos < all.get(i)?.size()).then_some((i, pos))
+            let size = all.get(i)?.size();
+            (pos < size || (pos == size && i + 1 == all.len())).then_some((i, pos))
         });
         let power_loss = self
             .window

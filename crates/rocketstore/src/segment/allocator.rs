@@ -6,7 +6,8 @@
 //! and *n+1* (de-duplicated by offset), wakes the service and waits up to
 //! `allocate_wait_timeout` for *n*. The service serves requests in RocketMQ's order (larger
 //! files first, then smaller offsets): it creates each file with `fallocate`, fsyncs it and its
-//! directory, and warms or pre-faults it. If the wait times out while the request has not been
+//! directory (under ASYNC_FLUSH the file's first flush does, [`CreateOptions::defer_sync`]), and
+//! warms or pre-faults it. If the wait times out while the request has not been
 //! started, the writer cancels it and creates the file itself; a request already being served is
 //! waited for. A failed creation (ENOSPC, EIO) is handed to the put that needs the file as a
 //! typed error; the store is not poisoned. Files created but never taken are deleted on close.
@@ -415,6 +416,7 @@ mod tests {
     fn allocator_for(dir: &Path, populate: bool, staged_writer: bool) -> Arc<Allocator> {
         let opts = CreateOptions {
             sync: false,
+            defer_sync: false,
             populate,
             warm: None,
             prealloc: None,

@@ -39,6 +39,14 @@ pub(crate) const OS_PAGE_SIZE: usize = 4096;
 pub(crate) struct CreateOptions {
     /// `fsync` the new file and its directory before it is used.
     pub(crate) sync: bool,
+    /// With `sync`: no `fsync` at creation; the file's first flush makes its creation durable
+    /// (file, then directory) before it `msync`s a byte of it ([`MappedFile::flush`]). For the
+    /// commit log under ASYNC_FLUSH, where a put never waits for durability: its files are
+    /// created ahead of the writer while the device is busy with the flush's writeback, and a
+    /// creation `fsync` queued behind that writeback held the allocate service (and the writer
+    /// waiting for its next file) for tens of milliseconds per file (BENCHMARKS.md, "A file's
+    /// creation made durable by its first flush").
+    pub(crate) defer_sync: bool,
     /// Pre-fault every page for writing.
     pub(crate) populate: bool,
     /// RocketMQ warm-up: touch every page then mlock; `Some(n)` forces every n pages (SYNC_FLUSH).
@@ -130,6 +138,10 @@ pub(crate) struct MappedFile {
     removed: AtomicBool,
     /// Bytes known to have real blocks (see `CreateOptions::prealloc`).
     allocated: AtomicU64,
+    /// Created with [`CreateOptions::defer_sync`] and not yet made durable.
+    creation_pending: AtomicBool,
+    /// Serializes making the creation durable.
+    creation_sync: Mutex<()>,
 }
 
 impl MappedFile {
@@ -160,10 +172,15 @@ impl MappedFile {
                     size as u64
                 }
             };
-            if opts.sync {
+            let defer = opts.sync && opts.defer_sync;
+            if opts.sync && !defer {
                 sync_new_file(&file, path)?;
                 #[cfg(feature = "powerloss")]
                 crate::powerloss::created(path, size);
+            }
+            #[cfg(feature = "powerloss")]
+            if defer {
+                crate::powerloss::unsynced(path);
             }
             let mut mf = Self::map(
                 path,
@@ -173,6 +190,7 @@ impl MappedFile {
                 true,
             )?;
             mf.allocated.store(allocated, Ordering::Release);
+            mf.creation_pending.store(defer, Ordering::Release);
             mf.set_positions(0)?;
             if let Some(warm) = opts.warm {
                 mf.warm(warm)?;
@@ -218,6 +236,8 @@ impl MappedFile {
             locked: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             allocated: AtomicU64::new(0),
+            creation_pending: AtomicBool::new(false),
+            creation_sync: Mutex::new(()),
         })
     }
 
@@ -469,6 +489,7 @@ impl MappedFile {
         if !self.writable || !self.able_to_flush(least_pages) {
             return Ok(self.flushed());
         }
+        self.make_creation_durable()?;
         let read = self.read_position();
         let flushed = self.flushed();
         let start = flushed - flushed % OS_PAGE_SIZE;
@@ -651,6 +672,28 @@ impl MappedFile {
         if self.locked.swap(false, Ordering::AcqRel) {
             let _ = self.map.mapping().unlock();
         }
+    }
+
+    /// Makes a creation deferred by [`CreateOptions::defer_sync`] durable (`fsync` of the file,
+    /// then of its directory), once; a no-op for any other file. Until it succeeds nothing of
+    /// the file is flushed, so no flushed position ever covers bytes of a file whose directory
+    /// entry or size could still be lost.
+    ///
+    /// # Errors
+    /// The failed `fsync`, with the path; the creation stays pending.
+    pub(crate) fn make_creation_durable(&self) -> Result<()> {
+        if !self.creation_pending.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _one = lock(&self.creation_sync);
+        if !self.creation_pending.load(Ordering::Acquire) || self.removed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        sync_new_file(&self.file, &self.path)?;
+        #[cfg(feature = "powerloss")]
+        crate::powerloss::created_now(&self.path, self.size);
+        self.creation_pending.store(false, Ordering::Release);
+        Ok(())
     }
 
     /// Makes the creation of the file at `path` (`size` bytes, created without
@@ -985,6 +1028,7 @@ mod tests {
     fn opts() -> CreateOptions {
         CreateOptions {
             sync: false,
+            defer_sync: false,
             populate: false,
             warm: None,
             prealloc: None,

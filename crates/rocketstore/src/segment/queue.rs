@@ -34,9 +34,9 @@ pub(crate) struct MappedFileQueue {
 }
 
 impl MappedFileQueue {
-    /// Loads `dir` (spec §2 load rule): files sorted by name; sub-directories skipped; an empty
-    /// last file deleted (writable) or ignored; any other size mismatch, a name that is not a
-    /// 20-digit offset, a gap or a misaligned name is an error.
+    /// Loads `dir` (spec §2 load rule): files sorted by name; sub-directories skipped; empty
+    /// files at the end deleted (writable) or ignored; any other size mismatch, a name that is
+    /// not a 20-digit offset, a gap or a misaligned name is an error.
     pub(crate) fn load(
         dir: &Path,
         file_size: u64,
@@ -72,13 +72,14 @@ impl MappedFileQueue {
             }
         }
         entries.sort_by_key(|e| e.0);
-        if let Some((_, path, len)) = entries.last() {
-            if *len == 0 {
-                if writable {
-                    std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))?;
-                }
-                entries.pop();
+        // Files created ahead of the writer whose size was not durable yet when the machine
+        // stopped (a creation made durable by the file's first flush, `defer_sync`: another
+        // file's directory `fsync` may have made their names durable first).
+        while let Some((_, path, 0)) = entries.last() {
+            if writable {
+                std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))?;
             }
+            entries.pop();
         }
         let mut file_size = file_size;
         if policy == SizePolicy::Infer {
