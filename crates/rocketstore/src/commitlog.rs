@@ -535,6 +535,11 @@ impl CommitLog {
         // more than copying their facts (see `FEED_MIN_RECORD_BYTES`).
         let record_bytes: usize = msgs.iter().map(|m| m.len).sum();
         let staged = record_bytes >= STAGE_MIN_CALL_BYTES;
+        if staged && self.stage_writes {
+            if let Some(alloc) = &self.allocator {
+                alloc.staging_starts();
+            }
+        }
         let mut fed = if record_bytes >= FEED_MIN_RECORD_BYTES * msgs.len() {
             self.feed.start(store_ts, msgs.len(), props)
         } else {

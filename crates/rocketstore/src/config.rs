@@ -374,7 +374,8 @@ store_config! {
         /// a quarter file, so it is complete when the writer reaches it and a write that stops
         /// early in a file does not zero the whole next one. With `pwrite_commit_log`, whose
         /// large appends need no fault, only a quarter file ahead of the appends stored into the
-        /// mapping (calls under 8 KiB). Not done with `transient_store_pool_enable`.
+        /// mapping (calls under 8 KiB), stopped by a large call until the next such append. Not
+        /// done with `transient_store_pool_enable`.
         populate_mapped_file = true, None;
         /// Append commit log records through a small reused staging buffer that is written
         /// into the file with `pwrite`, instead of storing them into the file's mapping (ours;

@@ -24,9 +24,11 @@
 //!
 //! With a staging writer (`pwrite_commit_log`), large appends are `pwrite`n and need no
 //! pre-fault; only the appends stored into the mapping (calls of a few records) report their
-//! progress, and the pre-fault runs [`PREFAULT_LEAD_DIV`]'s share of a file ahead of them (across
-//! the file boundary, so the put that rolls a file finds its first pages faulted in), never a
-//! whole file at once ([`prefault_allowed_staged`]).
+//! progress, and the pre-fault runs [`PREFAULT_LEAD_DIV`]'s share of a file ahead of them in
+//! [`STAGED_STEP`]s (across the file boundary, so the put that rolls a file finds its first
+//! pages faulted in), never a whole file at once ([`prefault_allowed_staged`]). A staged call
+//! stops it until the next append into the mapping, and nothing the writer has passed is
+//! pre-faulted ([`Allocator::staging_starts`]).
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -70,9 +72,20 @@ pub(crate) fn prefault_allowed(from: u64, size: u64, writer_at: u64) -> u64 {
         .min(size)
 }
 
+const PAGE: usize = 4096;
+
+/// Bytes per pre-fault step of a staging writer: small, so that a staged call (a large batch,
+/// `pwrite`n) stops the pre-fault within a step. Pages pre-faulted ahead of a batch are zeroed
+/// for nothing and stay mapped writable in the process, so their writeback has to
+/// write-protect them again: one put before a 300 MB batch, with a quarter file pre-faulted in
+/// 16 MiB steps and nothing stopping it, cost the batch ~500 ns per 1 KiB message
+/// (BENCHMARKS.md, "One small put before a large batch").
+pub(crate) const STAGED_STEP: usize = 2 << 20;
+
 /// [`prefault_allowed`] for a staging writer: the file `[from, from + size)` may be pre-faulted
-/// up to [`PREFAULT_LEAD_DIV`]'s share of a file past `writer_at` (the end of the last append
-/// stored into the mapping).
+/// up to [`PREFAULT_LEAD_DIV`]'s share of a file past `writer_at` (the end of the last append),
+/// across the file boundary. Only while the writer's last call stored into the mapping (see
+/// [`Allocator::staging_starts`]).
 pub(crate) fn prefault_allowed_staged(from: u64, size: u64, writer_at: u64) -> u64 {
     writer_at
         .saturating_add(size / PREFAULT_LEAD_DIV)
@@ -120,6 +133,9 @@ pub(crate) struct Allocator {
     /// A staging writer has stored an append into the mapping (before that, nothing is
     /// pre-faulted).
     mapped_seen: AtomicBool,
+    /// A staging writer is in a staged call (or its last call was one): no new pre-fault step
+    /// starts until an append stored into the mapping.
+    staging: AtomicBool,
 }
 
 /// What `take` produced.
@@ -150,18 +166,31 @@ impl Allocator {
             wake_at: AtomicU64::new(u64::MAX),
             staged_writer,
             mapped_seen: AtomicBool::new(false),
+            staging: AtomicBool::new(false),
         })
+    }
+
+    /// A staging writer starts a staged call (records `pwrite`n, not stored into the mapping):
+    /// the service starts no new pre-fault step until the next append into the mapping, and
+    /// skips what the writer has passed.
+    pub(crate) fn staging_starts(&self) {
+        if self.staged_writer && !self.staging.load(Ordering::Relaxed) {
+            self.staging.store(true, Ordering::SeqCst);
+        }
     }
 
     /// The writer has written the commit log up to `end` (`staged`: `pwrite`n, not stored into
     /// the mapping): wakes the service when that makes a pre-fault step due (one atomic load
-    /// otherwise). A staging writer's staged appends move nothing.
+    /// otherwise). A staging writer's staged appends only move the point below which nothing is
+    /// pre-faulted.
     pub(crate) fn progress(&self, end: u64, staged: bool) {
         if self.staged_writer {
             if staged {
+                self.writer_at.fetch_max(end, Ordering::SeqCst);
                 return;
             }
             self.mapped_seen.store(true, Ordering::SeqCst);
+            self.staging.store(false, Ordering::SeqCst);
         }
         // SeqCst: with the service's store of `wake_at` then load of `writer_at` (`due_step`),
         // one of the two sides sees the other's store, so no due step is missed.
@@ -301,16 +330,29 @@ impl Allocator {
             st.prefault.retain(|p| p.done < p.file.size());
             let p = st.prefault.first_mut()?;
             let (from, size) = (p.file.from(), p.file.size());
-            let to = (p.done + prefault_step(size)).min(size);
             let writer_at = self.writer_at.load(Ordering::Acquire);
-            if self.staged_writer && !self.mapped_seen.load(Ordering::SeqCst) {
-                // Wake on the first append stored into the mapping.
+            if self.staged_writer
+                && (!self.mapped_seen.load(Ordering::SeqCst) || self.staging.load(Ordering::SeqCst))
+            {
+                // Wake on the next append stored into the mapping.
                 self.wake_at.store(0, Ordering::SeqCst);
-                if !self.mapped_seen.load(Ordering::SeqCst) {
+                if !self.mapped_seen.load(Ordering::SeqCst) || self.staging.load(Ordering::SeqCst) {
                     return None;
                 }
                 continue;
             }
+            let step = if self.staged_writer {
+                // Never behind the writer: its staged appends wrote those pages.
+                let passed = usize::try_from(writer_at.saturating_sub(from)).unwrap_or(usize::MAX);
+                p.done = p.done.max(passed.min(size) / PAGE * PAGE);
+                if p.done >= size {
+                    continue;
+                }
+                STAGED_STEP.min(prefault_step(size))
+            } else {
+                prefault_step(size)
+            };
+            let to = (p.done + step).min(size);
             let allowed = if self.staged_writer {
                 prefault_allowed_staged(from, size as u64, writer_at)
             } else {
@@ -447,7 +489,7 @@ mod tests {
     #[test]
     fn a_staging_writer_prefaults_only_ahead_of_its_mapped_appends() {
         let dir = tempfile::tempdir().unwrap();
-        let s = 16 * MIB; // steps of 4 MiB, lead 4 MiB
+        let s = 16 * MIB;
         let alloc = allocator_for(dir.path(), true, true);
         let first = take_served(&alloc, 0, s);
         alloc.serve_pending();
@@ -460,7 +502,8 @@ mod tests {
         assert_eq!(alloc.signal().wait(Duration::ZERO), Wake::Timeout);
         alloc.serve_pending();
         assert_eq!(alloc.prefaulted(0), Some(0));
-        // An append into the mapping: a lead of a quarter file past it, across the boundary.
+        // An append into the mapping: a lead of a quarter file past it, in 2 MiB steps, and
+        // nothing behind the writer (its staged appends wrote those pages).
         alloc.progress(13 * MIB, false);
         assert_eq!(alloc.signal().wait(Duration::ZERO), Wake::Notified);
         alloc.serve_pending();
@@ -474,9 +517,21 @@ mod tests {
             Some(0),
             "1 MiB allowed: under one step"
         );
-        alloc.progress(s + 2 * MIB, false);
+        // Across the boundary: the put that rolls the file finds its first pages faulted in.
+        alloc.progress(s - MIB, false);
         alloc.serve_pending();
-        assert_eq!(alloc.prefaulted(s), Some(4 << 20));
+        assert_eq!(alloc.prefaulted(s), Some(2 << 20));
+        // A staged call stops the pre-fault, whatever the lead allows ...
+        alloc.staging_starts();
+        alloc.progress(s + 3 * MIB, true);
+        alloc.serve_pending();
+        assert_eq!(alloc.prefaulted(s), Some(2 << 20));
+        // ... until the next append into the mapping, from where the writer is.
+        while alloc.signal().wait(Duration::ZERO) != Wake::Timeout {}
+        alloc.progress(s + 3 * MIB + 100, false);
+        assert_eq!(alloc.signal().wait(Duration::ZERO), Wake::Notified);
+        alloc.serve_pending();
+        assert_eq!(alloc.prefaulted(s), Some(7 << 20));
         drop(first);
         alloc.close().unwrap();
     }
