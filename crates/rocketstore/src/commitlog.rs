@@ -31,7 +31,7 @@ pub(crate) struct Prepared<'a> {
     /// The body. Its CRC-32 is taken under the put lock, right before the body is copied into
     /// the file: the copy then reads it from the cache the CRC brought it into, one pass over
     /// memory instead of two (a batch's bodies outgrow the caches between a CRC taken while
-    /// preparing and the copy; BENCHMARKS.md, "One pass over each body").
+    /// preparing and the copy; BENCHMARKS.md, eleventh pass).
     pub(crate) body: &'a [u8],
     /// Range of this message's encoded properties in the batch's shared buffer.
     pub(crate) props: Range<usize>,

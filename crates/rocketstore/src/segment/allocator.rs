@@ -79,7 +79,7 @@ const PAGE: usize = 4096;
 /// for nothing and stay mapped writable in the process, so their writeback has to
 /// write-protect them again: one put before a 300 MB batch, with a quarter file pre-faulted in
 /// 16 MiB steps and nothing stopping it, cost the batch ~500 ns per 1 KiB message
-/// (BENCHMARKS.md, "One small put before a large batch").
+/// (BENCHMARKS.md, eleventh pass).
 pub(crate) const STAGED_STEP: usize = 2 << 20;
 
 /// [`prefault_allowed`] for a staging writer: the file `[from, from + size)` may be pre-faulted

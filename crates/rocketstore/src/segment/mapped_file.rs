@@ -44,8 +44,8 @@ pub(crate) struct CreateOptions {
     /// commit log under ASYNC_FLUSH, where a put never waits for durability: its files are
     /// created ahead of the writer while the device is busy with the flush's writeback, and a
     /// creation `fsync` queued behind that writeback held the allocate service (and the writer
-    /// waiting for its next file) for tens of milliseconds per file (BENCHMARKS.md, "A file's
-    /// creation made durable by its first flush").
+    /// waiting for its next file) for tens of milliseconds per file (BENCHMARKS.md, eleventh
+    /// pass).
     pub(crate) defer_sync: bool,
     /// Pre-fault every page for writing.
     pub(crate) populate: bool,
