@@ -23,8 +23,8 @@
 //! still created and fallocated two ahead, as RocketMQ does.
 //!
 //! With a staging writer (`pwrite_commit_log`), large appends are `pwrite`n and need no
-//! pre-fault; only the appends stored into the mapping (calls of a few records) report their
-//! progress, and the pre-fault runs [`PREFAULT_LEAD_DIV`]'s share of a file ahead of them in
+//! pre-fault; only the appends stored into the mapping (calls of a few records) wake the
+//! service, and the pre-fault runs [`PREFAULT_LEAD_DIV`]'s share of a file ahead of them in
 //! [`STAGED_STEP`]s (across the file boundary, so the put that rolls a file finds its first
 //! pages faulted in), never a whole file at once ([`prefault_allowed_staged`]). A staged call
 //! stops it until the next append into the mapping, and nothing the writer has passed is
