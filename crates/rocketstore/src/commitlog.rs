@@ -56,6 +56,12 @@ impl Prepared<'_> {
 /// 1 KiB and 4 KiB the feed halves dispatch's CPU.
 const FEED_MIN_RECORD_BYTES: usize = 512;
 
+/// Appends of fewer records are not fed to dispatch either: a fed batch per call (a buffer
+/// taken, filled, queued and freed on the dispatch thread) cost a stream of single 1 KiB puts
+/// more than the dispatcher's decode of the record saves (`malloc` and its page faults were ~20%
+/// of the writer; BENCHMARKS.md, eleventh pass).
+const FEED_MIN_RECORDS: usize = 8;
+
 /// With `pwrite_commit_log`, a call that appends fewer record bytes than this stores them into
 /// the file's mapping instead of staging and `pwrite`-ing them: one system call per call costs
 /// more than the page faults of a few records (`put` of one 100 B message: 119-138 k/s staged
@@ -540,7 +546,9 @@ impl CommitLog {
                 alloc.staging_starts();
             }
         }
-        let mut fed = if record_bytes >= FEED_MIN_RECORD_BYTES * msgs.len() {
+        let mut fed = if msgs.len() >= FEED_MIN_RECORDS
+            && record_bytes >= FEED_MIN_RECORD_BYTES * msgs.len()
+        {
             self.feed.start(store_ts, msgs.len(), props)
         } else {
             None
