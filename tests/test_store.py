@@ -227,6 +227,22 @@ def test_reopen_keeps_everything_and_queue_offsets_continue(store_dir: Path) -> 
         assert store.look_message_by_offset(first[10].commitlog_offset).body == b"m10" * 50
 
 
+def test_clean_reopen_from_the_checkpoint_reads_nothing(store_dir: Path) -> None:
+    """``normal_recovery_from_checkpoint=True``: the clean reopen walks from the end the
+    shutdown recorded; the default walks the last three commit log files."""
+    with MessageStore(store_dir, **SMALL) as store:
+        for i in range(400):
+            store.put("Q", f"m{i}".encode() * 60)
+        end = store.max_commitlog_offset()
+    with MessageStore(store_dir, normal_recovery_from_checkpoint=True, **SMALL) as store:
+        report = store.recovery_report
+        assert (report["scan_start_offset"], report["walked_bytes"]) == (end, 0)
+        assert store.max_commitlog_offset() == end
+        assert store.get_message("Q", 0, 399, 1).messages[0].body == b"m399" * 60
+    with MessageStore(store_dir, **SMALL) as store:
+        assert store.recovery_report["walked_bytes"] > 0
+
+
 def test_v2_record_for_long_topics(store_dir: Path) -> None:
     with MessageStore(store_dir, **SMALL) as store:
         short = store.put("t" * 127, b"v1")

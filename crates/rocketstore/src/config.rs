@@ -391,6 +391,15 @@ store_config! {
         flush_commit_log_timed = true, Some("flushCommitLogTimed");
         /// Verify body CRCs during recovery (RocketMQ `checkCRCOnRecover`).
         check_crc_on_recover = true, Some("checkCRCOnRecover");
+        /// After a clean shutdown, start the open's commit log walk at the end that shutdown
+        /// recorded in rocketstore's checkpoint extension (ours): a clean open then reads only what
+        /// lies past that end (nothing, unless another writer appended), whatever the store's size.
+        /// The price: damage at rest below that end (a flipped bit in a record, a deleted consume
+        /// queue file) is not found by the open, only by `verify_store` or by reads; with the
+        /// default (false) a clean open walks and checks the last three commit log files as
+        /// RocketMQ does, and refuses or repairs what it finds. A store whose checkpoint has no
+        /// extension (a broker's) always takes the three-file walk.
+        normal_recovery_from_checkpoint = false, None;
         /// Append RocketMQ's whole-record CRC property `__CRC32#` to every record (RocketMQ
         /// `enabledAppendPropCRC`, 5.2+). RocketMQ's default is false; ours is true because the
         /// body CRC alone cannot detect damage to the header, topic or properties. Brokers read

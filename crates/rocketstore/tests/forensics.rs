@@ -1,6 +1,7 @@
 //! Forensics on damaged and crashed stores (issue 14 items 2, 3 and 5): a consume-queue unit in
 //! the middle of a file naming another record, quarantine recovery, read-only key lookups
-//! after a crash with the index behind, and the one KEYS rule at the engine.
+//! after a crash with the index behind, the one KEYS rule at the engine, and what a clean open
+//! walks with `normal_recovery_from_checkpoint`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -359,5 +360,71 @@ fn keys_one_rule_at_the_engine() {
         .look_message_by_offset(r.commitlog_offset as u64)
         .unwrap();
     assert_eq!(m.properties.get("KEYS"), None);
+    store.close().unwrap();
+}
+
+/// `normal_recovery_from_checkpoint`: a clean open walks from the end its shutdown recorded
+/// (nothing), still walks and keeps records another writer appended past that end, and keeps
+/// store times going up; the default walks the last three files as RocketMQ does.
+#[test]
+fn a_clean_open_from_the_checkpoint_walks_only_past_the_recorded_end() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("s");
+    let fast = || config(&[("normal_recovery_from_checkpoint", ConfigValue::Bool(true))]);
+    let end_of = |r: &[PutResult]| {
+        let l = r.last().unwrap();
+        l.commitlog_offset as u64 + l.wrote_bytes as u64
+    };
+    let first = {
+        let store = Store::open(&root, fast()).unwrap();
+        let r = put_range(&store, 0, 1200);
+        store.close().unwrap();
+        r
+    };
+    let end1 = end_of(&first);
+    assert!(end1 / FILE >= 3, "the store spans more than three files");
+    let checkpoint_at_end1 = std::fs::read(root.join("checkpoint")).unwrap();
+
+    let store = Store::open(&root, fast()).unwrap();
+    let r = store.recovery_report().clone();
+    assert!(!r.abnormal && !r.from_window, "{r:?}");
+    assert_eq!(
+        (r.scan_start_offset, r.walked_bytes, r.end_offset),
+        (end1, 0, end1)
+    );
+    check_queue(&store, &first);
+    let more = put_range(&store, 1200, 1300);
+    assert!(more[0].store_timestamp >= first.last().unwrap().store_timestamp);
+    store.close().unwrap();
+    let all = [first, more].concat();
+    let end2 = end_of(&all);
+
+    // Records past the recorded end (a writer that left the checkpoint as it was) are walked
+    // with their CRCs checked and kept.
+    std::fs::write(root.join("checkpoint"), &checkpoint_at_end1).unwrap();
+    let store = Store::open(&root, fast()).unwrap();
+    let r = store.recovery_report().clone();
+    assert_eq!(
+        (r.scan_start_offset, r.walked_bytes, r.end_offset),
+        (end1, end2 - end1, end2),
+        "{r:?}"
+    );
+    check_queue(&store, &all);
+    for i in [0, 700, 1299] {
+        let hits = store
+            .query_message("F", &format!("k{i}"), 4, 0, i64::MAX)
+            .unwrap();
+        assert_eq!(hits.messages.len(), 1, "k{i}");
+    }
+    store.close().unwrap();
+
+    // The default: RocketMQ's walk of the last three files.
+    let store = Store::open(&root, config(&[])).unwrap();
+    let r = store.recovery_report().clone();
+    let files = store.commitlog_files().len();
+    assert_eq!(r.scan_start_file, files - 3, "{r:?}");
+    assert_eq!(r.scan_start_offset, (files as u64 - 3) * FILE, "{r:?}");
+    assert_eq!(r.walked_bytes, end2 - r.scan_start_offset, "{r:?}");
+    check_queue(&store, &all);
     store.close().unwrap();
 }

@@ -3,8 +3,9 @@
 //! `repair_cq_tails` checks only each queue's last units. A unit in the middle of a file that
 //! points at another record (a bit flip, a stray write, a file pieced together from two stores)
 //! would survive it and make `get_message` return the wrong message. Here recovery checks, for
-//! every queue that has records in the **recovery window** (the commit log files the recovery
-//! scan read: the last three after a clean shutdown, from the checkpoint's file after a crash),
+//! every queue that has records in the **recovery window** (the commit log the recovery scan
+//! read: the last three files after a clean shutdown, or only what lies past its recorded end
+//! with `normal_recovery_from_checkpoint`; from the checkpoint's window after a crash),
 //! every unit from the queue offset of the first such record to the queue's end: the unit must
 //! name a record of that topic and queue with that queue offset and size. The queue is cut at
 //! the first unit that does not (pre-fill units are accepted), and recovery refills it from the

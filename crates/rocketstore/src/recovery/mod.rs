@@ -4,9 +4,10 @@
 //! [`Recovery::run`] takes these steps, in this order:
 //! 1. **Consume queue files**: each queue keeps its files up to the last whole unit.
 //! 2. **Walk the commit log** ([`Recovery::walk`]): from the checkpoint's recovery window after a
-//!    crash (issue 17), else from the chosen start file (the last three files after a clean
-//!    shutdown; the checkpoint's file after a crash), checking each record (CRC if configured)
-//!    up to the first that does not validate. The walk runs on two threads ([`split_scan`]) with
+//!    crash (issue 17), from the end a clean shutdown recorded in the checkpoint
+//!    (`normal_recovery_from_checkpoint`), else from the chosen start file (the last three files
+//!    after a clean shutdown; the checkpoint's file after a crash), checking each record (CRC if
+//!    configured) up to the first that does not validate. The walk runs on two threads ([`split_scan`]) with
 //!    the result of one sequential walk.
 //! 3. **Accept the end** ([`accept`], [`quarantine`]): damage or a short end below the
 //!    checkpoint's durable offset is refused (or quarantined) as `recovery_mode` says.
@@ -89,7 +90,9 @@ pub struct RecoveryReport {
     /// Bytes of commit log the recovery walk read (from `scan_start_offset` to the recovered
     /// end, plus a fallback walk if the window's start was unusable).
     pub walked_bytes: u64,
-    /// Abnormal recovery started from the checkpoint's recovery window.
+    /// Abnormal recovery started from the checkpoint's recovery window (a clean open that
+    /// started at the end its shutdown recorded reports `false`, `walked_bytes` 0 unless
+    /// records lay past that end).
     pub from_window: bool,
     /// The window was written in an earlier boot (or its boot is unknown): the page cache may
     /// have been lost, so consume queues were cut to the window's start and the index to its
@@ -127,6 +130,9 @@ struct Walk {
     durable: Option<u64>,
     /// The window was written in an earlier boot: the page cache may have been lost.
     power_loss: bool,
+    /// Store time of the last record walked, at least that of the checkpoint when the walk
+    /// started at a clean shutdown's end.
+    last_store_timestamp: i64,
     tails: QueueTails,
     cq_window: cq_check::Window,
 }
@@ -170,7 +176,7 @@ impl Recovery<'_> {
                 ..self.redispatch(&walk, suspects)? // 7
             }
         };
-        self.rebuild_queue_offsets(walk.scan.last_store_timestamp); // 8
+        self.rebuild_queue_offsets(walk.last_store_timestamp); // 8
         Ok(RecoveryReport {
             abnormal: self.abnormal,
             end_offset: walk.scan.end,
@@ -193,9 +199,12 @@ impl Recovery<'_> {
     }
 
     /// Step 2. After a crash with a checkpoint recovery window (issue 17), the walk starts at
-    /// the window's start offset, whatever the store's size; damage right at a start below the
-    /// durable offset falls back to the full rule. Otherwise it starts at the first of the last
-    /// three files after a clean shutdown, at the checkpoint's file after a crash.
+    /// the window's start offset, whatever the store's size; after a clean shutdown whose
+    /// checkpoint has our extension (and `normal_recovery_from_checkpoint`), at the durable end
+    /// that shutdown recorded (everything below it was flushed, dispatched and indexed before
+    /// the checkpoint was written). Damage right at a start below the durable offset falls back
+    /// to the full rule. Otherwise the walk starts at the first of the last three files after a
+    /// clean shutdown, at the checkpoint's file after a crash.
     fn walk(&self) -> Walk {
         let (log, cfg, cp) = (self.log, self.cfg, self.cp);
         let max_record = u32::try_from(cfg.max_record_size()).unwrap_or(u32::MAX);
@@ -214,11 +223,12 @@ impl Recovery<'_> {
                 files.saturating_sub(3)
             }
         };
-        // The window's start as (file index, position in the file), if it lies in a file or at
-        // the end of the last one (the next file's creation was not durable yet: it is made
-        // durable by the file's first flush, and the window may start at that file).
-        let window_start = self.window.and_then(|w| {
-            let s = u64::try_from(w.start_offset).ok()?;
+        // The walk's start from the checkpoint as (file index, position in the file), if it
+        // lies in a file or at the end of the last one (the next file's creation was not
+        // durable yet: it is made durable by the file's first flush, and the window may start
+        // at that file; a clean shutdown's end may be a full last file's end).
+        let window_start = self.checkpoint_start().and_then(|s| {
+            let s = u64::try_from(s).ok()?;
             if s < log.min_offset() {
                 return None;
             }
@@ -247,10 +257,17 @@ impl Recovery<'_> {
             // back to the full rule; at or past the durable offset it is just a torn tail.
             if s.records > 0 || s.damage.is_none() || durable.is_none_or(|d| begin >= d) {
                 start = i;
-                from_window = true;
+                from_window = self.window.is_some();
                 scan = Some((s, begin, notes));
             }
         }
+        // A walk from a clean shutdown's end reads no record when nothing was appended after
+        // it: the checkpoint's store time of the last flushed record keeps new store times
+        // from going backwards.
+        let floor_ts = match (&scan, self.window, cp) {
+            (Some(_), None, Some(c)) => c.physic_msg_timestamp,
+            _ => 0,
+        };
         let (scan, from, notes) = match scan {
             Some(s) => s,
             None => {
@@ -262,6 +279,7 @@ impl Recovery<'_> {
                 (s, begin, notes)
             }
         };
+        let last_store_timestamp = scan.last_store_timestamp.max(floor_ts);
         Walk {
             scan,
             from,
@@ -270,9 +288,21 @@ impl Recovery<'_> {
             walked,
             durable,
             power_loss,
+            last_store_timestamp,
             tails: notes.tails,
             cq_window: notes.cq_window,
         }
+    }
+
+    /// Where the checkpoint says the walk may start: the recovery window's start after a crash,
+    /// the durable end a clean shutdown recorded (with `normal_recovery_from_checkpoint`).
+    fn checkpoint_start(&self) -> Option<i64> {
+        if let Some(w) = self.window {
+            return Some(w.start_offset);
+        }
+        let ext = self.cp?.ext?;
+        (!self.abnormal && ext.clean_shutdown && self.cfg.normal_recovery_from_checkpoint)
+            .then_some(ext.durable_commitlog_offset)
     }
 
     /// The walk's scan from position `pos` of file `index` ([`split_scan`]: on two threads
