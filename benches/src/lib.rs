@@ -25,6 +25,9 @@ pub const TRANSIENT_ENV: &str = "ROCKETSTORE_BENCH_TRANSIENT";
 /// Environment variable that, set to `0`, makes [`bench_config`] turn `pwrite_commit_log` off
 /// (records stored into the pre-faulted mapping, as before it was the default).
 pub const PWRITE_ENV: &str = "ROCKETSTORE_BENCH_PWRITE";
+/// Environment variable that, set to a number of bytes, makes [`bench_config`] use it as
+/// `flush_commit_log_writeback_bytes` (`0`: no writeback started ahead of the flush).
+pub const WRITEBACK_ENV: &str = "ROCKETSTORE_BENCH_WRITEBACK";
 
 /// Commit log file size used by the append benches (128 MiB).
 pub const FILE_SIZE: u64 = 128 * 1024 * 1024;
@@ -76,6 +79,12 @@ pub fn bench_config(file_size: u64) -> StoreConfig {
     c.populate_mapped_file = true;
     c.transient_store_pool_enable = std::env::var(TRANSIENT_ENV).is_ok_and(|v| v == "1");
     c.pwrite_commit_log = std::env::var(PWRITE_ENV).map_or(true, |v| v != "0");
+    if let Some(b) = std::env::var(WRITEBACK_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        c.flush_commit_log_writeback_bytes = b;
+    }
     c
 }
 

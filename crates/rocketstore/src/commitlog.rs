@@ -68,6 +68,15 @@ const FEED_MIN_RECORDS: usize = 8;
 /// against 251-543 k/s through the mapping, BENCHMARKS.md "pwrite by default").
 const STAGE_MIN_CALL_BYTES: usize = 8 * 1024;
 
+/// A call that appends fewer record bytes than this never wakes the flush service to start
+/// writeback ahead of the flush (`flush_commit_log_writeback_bytes`): a stream of single puts
+/// stores into the mapping, and writeback of pages the writer has just written through its
+/// mapping write-protects them under it (TLB shootdowns, the writer's next store faults), which
+/// tripled the single-put stream's p99.99 latency (`roll` bench: 1.36-1.59 ms against 0.42-0.46
+/// ms without it; BENCHMARKS.md, twelfth pass). Its bytes are written back by the timed flush,
+/// or by the next large call's writeback, which covers everything written before it.
+const WRITEBACK_MIN_CALL_BYTES: usize = STAGE_MIN_CALL_BYTES;
+
 /// State guarded by the put lock.
 #[derive(Debug, Default)]
 struct PutState {
@@ -718,7 +727,7 @@ impl CommitLog {
             };
             results.resize(msgs.len(), template);
         }
-        self.after_append(&mut results)?;
+        self.after_append(&mut results, record_bytes >= WRITEBACK_MIN_CALL_BYTES)?;
         Ok(results)
     }
 
@@ -765,8 +774,9 @@ impl CommitLog {
         v
     }
 
-    /// Flush handling after an append, outside the put lock.
-    fn after_append(&self, results: &mut [PutResult]) -> Result<()> {
+    /// Flush handling after an append, outside the put lock. `large`: the call may start
+    /// writeback ahead of the flush ([`WRITEBACK_MIN_CALL_BYTES`]).
+    fn after_append(&self, results: &mut [PutResult], large: bool) -> Result<()> {
         let Some(end) = results
             .iter()
             .filter(|r| r.status == PutStatus::PutOk)
@@ -783,6 +793,7 @@ impl CommitLog {
                 if self.wake_flush_on_put && self.background {
                     self.flush_signal.wakeup();
                 } else if self.writeback_bytes > 0
+                    && large
                     && end >= self.next_writeback.load(Ordering::Relaxed)
                 {
                     self.next_writeback

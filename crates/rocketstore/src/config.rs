@@ -272,11 +272,14 @@ store_config! {
         /// At least this often (ms), flush whatever is dirty (RocketMQ
         /// `flushCommitLogThoroughInterval`).
         flush_commit_log_thorough_interval: u64 = 10_000, [0, 3_600_000], Some("flushCommitLogThoroughInterval");
-        /// Under ASYNC_FLUSH, start the kernel's writeback of the commit log every time this
-        /// many bytes have been written since the last start, without waiting for it (ours,
-        /// like RocksDB's `bytes_per_sync`; Linux `sync_file_range`). The disk then writes
-        /// while the writer goes on, and a flush or close finds little left to wait for.
-        /// Bytes are durable only once a flush covers them, as without it. 0 turns it off.
+        /// Under ASYNC_FLUSH, start the kernel's writeback of the commit log every time this many
+        /// bytes have been written since the last start, without waiting for it (ours, like
+        /// RocksDB's `bytes_per_sync`; Linux `sync_file_range`). The disk then writes while the
+        /// writer goes on, and a flush or close finds little left to wait for. Only a call that
+        /// appends at least 8 KiB of records starts it (single puts, which store into the mapping,
+        /// would have pages written back under the writer; their bytes go with the timed flush or
+        /// the next such call). Bytes are durable only once a flush covers them, as without it. 0
+        /// turns it off.
         flush_commit_log_writeback_bytes: u64 = 4 * 1024 * 1024, [0, 1 << 30], None;
         /// Commit service period in ms, transient pool only (RocketMQ `commitIntervalCommitLog`).
         commit_interval_commit_log: u64 = 200, [1, 3_600_000], Some("commitIntervalCommitLog");

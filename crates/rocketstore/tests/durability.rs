@@ -336,16 +336,23 @@ fn writeback_wakes_start_writeback_without_flushing() {
     };
     let store = Store::open(dir.path(), config()).unwrap();
     let body = vec![7u8; 700];
-    for i in 0..3000 {
-        let r = store
-            .put(&PutMessage {
-                topic: "WritebackTopic",
-                body: &body,
-                queue_id: i % 4,
-                ..Default::default()
-            })
-            .unwrap();
-        assert_eq!(r.status, PutStatus::PutOk);
+    let msg = |i: i32| PutMessage {
+        topic: "WritebackTopic",
+        body: &body,
+        queue_id: i % 4,
+        ..Default::default()
+    };
+    // Single puts store into the mapping: they start no writeback ahead of the flush.
+    for i in 0..1000 {
+        assert_eq!(store.put(&msg(i)).unwrap().status, PutStatus::PutOk);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(store.stats().writeback_started_bytes, 0);
+    // Calls of 8 KiB of records or more do, over everything written before them too.
+    let batch: Vec<_> = (0..16).map(msg).collect();
+    for _ in 0..125 {
+        let r = store.put_batch(&batch).unwrap();
+        assert!(r.iter().all(|r| r.status == PutStatus::PutOk));
     }
     let wrote = store.cursors().wrote;
     assert!(wrote > 2 * MIB, "the puts span three files");

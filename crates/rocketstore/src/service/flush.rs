@@ -4,10 +4,11 @@
 //! - ASYNC_FLUSH: every `flush_interval_commit_log` ms flush at least
 //!   `flush_commit_log_least_pages` pages, or whatever is dirty once
 //!   `flush_commit_log_thorough_interval` ms have passed since the last thorough flush. In
-//!   between, a put that passes the next `flush_commit_log_writeback_bytes` boundary wakes the
-//!   service to start the kernel's writeback of what is written (no wait, nothing published
-//!   as durable), so the disk writes while the writer goes on and the next flush or the close
-//!   has little left to wait for. Such a wake does not move the next flush.
+//!   between, a call of at least 8 KiB of records that passes the next
+//!   `flush_commit_log_writeback_bytes` boundary wakes the service to start the kernel's
+//!   writeback of what is written (no wait, nothing published as durable), so the disk writes
+//!   while the writer goes on and the next flush or the close has little left to wait for. Such
+//!   a wake does not move the next flush.
 //! - SYNC_FLUSH (group commit): woken by each put, flush everything written so far and publish
 //!   the new durable offset; every waiting put whose end is covered returns at once, so many
 //!   puts share one flush.
