@@ -312,7 +312,10 @@ store_config! {
         /// `config/delayOffset.json` (RocketMQ `flushDelayOffsetInterval`); also saved on
         /// `flush` and at close.
         flush_delay_offset_interval: u64 = 10_000, [1, 3_600_000], Some("flushDelayOffsetInterval");
-        /// Hash slots per index file (RocketMQ `maxHashSlotNum`).
+        /// Hash slots per index file (RocketMQ `maxHashSlotNum`). A key lookup walks every
+        /// entry chained to its slot, about `1 + keys in the file / slots` of them: with more
+        /// keys per file than slots, lookups slow down. A broker opening the store must use the
+        /// same value.
         max_hash_slot_num: u64 = 5_000_000, [1, 100_000_000], Some("maxHashSlotNum");
         /// Entries per index file (RocketMQ `maxIndexNum`).
         max_index_num: u64 = 20_000_000, [2, 100_000_000], Some("maxIndexNum");
