@@ -7,8 +7,8 @@
 //!    crash (issue 17), from the end a clean shutdown recorded in the checkpoint
 //!    (`normal_recovery_from_checkpoint`), else from the chosen start file (the last three files
 //!    after a clean shutdown; the checkpoint's file after a crash), checking each record (CRC if
-//!    configured) up to the first that does not validate. The walk runs on two threads ([`split_scan`]) with
-//!    the result of one sequential walk.
+//!    configured) up to the first that does not validate. The walk runs on two threads
+//!    ([`split_scan`]) with the result of one sequential walk.
 //! 3. **Accept the end** ([`accept`], [`quarantine`]): damage or a short end below the
 //!    checkpoint's durable offset is refused (or quarantined) as `recovery_mode` says.
 //! 4. **Cut the commit log** at the accepted end (later files removed, the rest zero-filled).
