@@ -126,6 +126,6 @@ pub use record::{
     body_and_properties, decode_record, encode_blank, encode_record, encode_record_to_vec,
     fits_in_file, patch_physical_offset, patch_queue_offset, patch_store_timestamp, peek_magic,
     peek_store_timestamp, peek_total_size, record_len, DecodeError, DecodeOptions, Decoded,
-    EncodeError, RecordHeader, RecordView,
+    EncodeError, RecordHeader, RecordLayout, RecordView,
 };
 pub use topic::{is_safe_topic_dir, validate_topic, MessageVersion};

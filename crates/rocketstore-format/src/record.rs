@@ -778,6 +778,71 @@ pub fn decode_record<'a>(buf: &'a [u8], opts: &DecodeOptions) -> Result<Decoded<
     }))
 }
 
+/// A [`RecordView`] without the borrow: its fixed fields and the lengths of its parts, so that
+/// a record [`decode_record`] accepted can be viewed again ([`RecordLayout::view`]) without
+/// being decoded again, as long as its bytes have not changed (a reader that decodes records
+/// while walking and hands them on keeps the layout beside a reference to the bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordLayout {
+    total_size: i32,
+    version: MessageVersion,
+    body_crc: i32,
+    header: RecordHeader,
+    body_len: u32,
+    topic_len: u32,
+    props_len: u32,
+}
+
+impl RecordView<'_> {
+    /// This view's [`RecordLayout`].
+    pub fn layout(&self) -> RecordLayout {
+        let len = |s: &[u8]| u32::try_from(s.len()).unwrap_or(u32::MAX);
+        RecordLayout {
+            total_size: self.total_size,
+            version: self.version,
+            body_crc: self.body_crc,
+            header: self.header,
+            body_len: len(self.body),
+            topic_len: len(self.topic.as_bytes()),
+            props_len: len(self.properties_raw),
+        }
+    }
+}
+
+impl RecordLayout {
+    /// The view of `rec`, the bytes of the record this layout was taken from (at least
+    /// TOTALSIZE of them): its parts sliced where the layout puts them. Checked: TOTALSIZE and
+    /// MAGIC are the decoded ones and the topic is UTF-8; nothing else. Never reads outside
+    /// `rec`: `None` if it is too short for them.
+    pub fn view<'a>(&self, rec: &'a [u8]) -> Option<RecordView<'a>> {
+        if peek_total_size(rec)? != self.total_size || peek_magic(rec)? != self.version.magic_code()
+        {
+            return None;
+        }
+        let total = usize::try_from(self.total_size).ok()?;
+        let raw = rec.get(..total)?;
+        let props_len = usize::try_from(self.props_len).ok()?;
+        let topic_len = usize::try_from(self.topic_len).ok()?;
+        let body_len = usize::try_from(self.body_len).ok()?;
+        // The record ends with TOPICLENGTH, TOPIC, PROPERTIESLENGTH (2 bytes), PROPERTIES.
+        let props_start = total.checked_sub(props_len)?;
+        let topic_end = props_start.checked_sub(2)?;
+        let topic_start = topic_end.checked_sub(topic_len)?;
+        let body_end = topic_start.checked_sub(self.version.topic_len_width())?;
+        let body_start = body_end.checked_sub(body_len)?;
+        Some(RecordView {
+            total_size: self.total_size,
+            version: self.version,
+            body_crc: self.body_crc,
+            header: self.header,
+            body: raw.get(body_start..body_end)?,
+            topic: std::str::from_utf8(raw.get(topic_start..topic_end)?).ok()?,
+            properties_raw: raw.get(props_start..)?,
+            raw,
+        })
+    }
+}
+
 /// BODY and PROPERTIES of the record `rec` (exactly TOTALSIZE bytes), found from the length
 /// fields alone: no check of the topic, the hosts, the CRC or the other fields.
 ///

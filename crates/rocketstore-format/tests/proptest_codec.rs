@@ -204,6 +204,24 @@ proptest! {
         }
     }
 
+    /// A view's layout views the same bytes again as the same view, and views any other bytes
+    /// (shorter, damaged, another record's) without reading outside them.
+    #[test]
+    fn record_layout_views_again(
+        rec in arb_record(512),
+        other in vec(any::<u8>(), 0..600),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let v = match decode_record(&rec.bytes, &strict(&rec)) {
+            Ok(Decoded::Message(v)) => v,
+            other => panic!("{other:?}"),
+        };
+        let layout = v.layout();
+        prop_assert_eq!(layout.view(&rec.bytes), Some(v));
+        prop_assert_eq!(layout.view(&rec.bytes[..cut.index(rec.bytes.len())]), None);
+        let _ = layout.view(&other);
+    }
+
     /// `decode_record` on arbitrary bytes never panics, with any options.
     #[test]
     fn decode_arbitrary_bytes(data in vec(any::<u8>(), 0..512)) {

@@ -996,7 +996,7 @@ impl Store {
             sub: &sub,
         };
         let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, |at, v| {
-            RecordHandle(at.to_ref(v.bytes().len()))
+            RecordHandle::decoded(at.to_ref(v.bytes().len()), v.layout())
         });
         self.stats.record_get_counts(topic, o.items.len(), o.bytes);
         Ok(GetRecords {
@@ -1152,7 +1152,7 @@ impl Store {
                 .messages
                 .iter()
                 .filter_map(|m| u64::try_from(m.commitlog_offset()).ok())
-                .filter_map(|o| self.log.record_at(o).map(RecordHandle))
+                .filter_map(|o| self.log.record_at(o).map(RecordHandle::new))
                 .collect());
         }
         let index = self.key_index()?;
@@ -1165,7 +1165,7 @@ impl Store {
         };
         Ok(
             read::query_message_with(&self.log, index, &self.limits, &q, |at, v| {
-                RecordHandle(at.to_ref(v.bytes().len()))
+                RecordHandle::decoded(at.to_ref(v.bytes().len()), v.layout())
             })
             .0,
         )
@@ -1208,7 +1208,7 @@ impl Store {
             &self.limits,
             &q,
             keys,
-            |at, v| RecordHandle(at.to_ref(v.bytes().len())),
+            |at, v| RecordHandle::decoded(at.to_ref(v.bytes().len()), v.layout()),
         ))
     }
 
@@ -1219,10 +1219,10 @@ impl Store {
     /// As [`Store::look_message_by_offset`].
     pub fn look_message_record(&self, offset: u64) -> Result<RecordHandle> {
         let r = self.record_in_range(offset)?;
-        if read::record_view(&r).is_none() {
+        let Some(layout) = read::record_view(&r).map(|v| v.layout()) else {
             return Err(no_record_at(offset));
-        }
-        Ok(RecordHandle(r))
+        };
+        Ok(RecordHandle::decoded(r, layout))
     }
 
     /// The message with an offset message id (store host + commit log offset).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use rocketstore_format::{
     crc32_masked, decode_record, peek_magic, peek_total_size, CqUnit, DecodeOptions, Decoded,
-    IndexEntry, IndexHeader, MessageVersion, RecordView, BLANK_MAGIC_CODE,
+    IndexEntry, IndexHeader, MessageVersion, RecordLayout, RecordView, BLANK_MAGIC_CODE,
 };
 
 use super::Store;
@@ -44,25 +44,47 @@ pub struct IndexFileEntries {
 }
 
 /// A record of the commit log, held without copying: it keeps its file mapped, and
-/// [`RecordHandle::view`] decodes its header in place (the body and properties stay borrowed).
+/// [`RecordHandle::view`] views it in place (the body and properties stay borrowed).
 #[derive(Debug, Clone)]
-pub struct RecordHandle(pub(crate) RecordRef);
+pub struct RecordHandle {
+    rec: RecordRef,
+    /// The layout of the record's decode on the way to the handle (reads decode each record
+    /// they return): [`RecordHandle::view`] slices the bytes where it found the parts instead
+    /// of decoding them again.
+    layout: Option<RecordLayout>,
+}
 
 impl RecordHandle {
+    /// A handle on `rec`, whose view is decoded when asked for.
+    pub(crate) fn new(rec: RecordRef) -> Self {
+        Self { rec, layout: None }
+    }
+
+    /// A handle on `rec`, a record already decoded as `layout`.
+    pub(crate) fn decoded(rec: RecordRef, layout: RecordLayout) -> Self {
+        Self {
+            rec,
+            layout: Some(layout),
+        }
+    }
+
     /// Absolute commit log offset of the record.
     pub fn offset(&self) -> u64 {
-        self.0.offset()
+        self.rec.offset()
     }
 
     /// The record's bytes.
     pub fn bytes(&self) -> &[u8] {
-        self.0.bytes()
+        self.rec.bytes()
     }
 
-    /// The record, decoded as a view of the mapping; `None` if the bytes are no longer a
-    /// message starting at [`RecordHandle::offset`] (they were when the handle was made).
+    /// The record as a view of the mapping; `None` if the bytes are no longer a message
+    /// starting at [`RecordHandle::offset`] (they were when the handle was made).
     pub fn view(&self) -> Option<RecordView<'_>> {
-        crate::read::record_view(&self.0)
+        match &self.layout {
+            Some(layout) => layout.view(self.rec.bytes()),
+            None => crate::read::record_view(&self.rec),
+        }
     }
 }
 
