@@ -87,6 +87,12 @@ pub fn decode_record_check(data: &[u8]) {
                 assert_eq!(peek_magic(data), Some(v.version.magic_code()));
                 assert_eq!(peek_store_timestamp(data), Some(v.store_timestamp));
                 let _ = v.properties();
+                // Its layout views the same bytes as the same view, and their prefixes (and
+                // the bytes after the record) without a panic.
+                let layout = v.layout();
+                assert_eq!(layout.view(data), Some(*v));
+                let _ = layout.view(&data[..len / 2]);
+                let _ = layout.view(&data[len..]);
                 assert_eq!(
                     decode_offset_msg_id(&v.msg_id()),
                     Ok((v.store_host, v.physical_offset))
