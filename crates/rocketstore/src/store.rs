@@ -995,9 +995,7 @@ impl Store {
             max_total_bytes,
             sub: &sub,
         };
-        let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, |at, v| {
-            RecordHandle::decoded(at.to_ref(v.bytes().len()), v.layout())
-        });
+        let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, RecordHandle::found);
         self.stats.record_get_counts(topic, o.items.len(), o.bytes);
         Ok(GetRecords {
             status: o.status,
@@ -1163,12 +1161,7 @@ impl Store {
             begin,
             end,
         };
-        Ok(
-            read::query_message_with(&self.log, index, &self.limits, &q, |at, v| {
-                RecordHandle::decoded(at.to_ref(v.bytes().len()), v.layout())
-            })
-            .0,
-        )
+        Ok(read::query_message_with(&self.log, index, &self.limits, &q, RecordHandle::found).0)
     }
 
     /// [`Store::query_message_records`] of each of `keys` (of `topic`, with the same `max_num`,
@@ -1208,7 +1201,7 @@ impl Store {
             &self.limits,
             &q,
             keys,
-            |at, v| RecordHandle::decoded(at.to_ref(v.bytes().len()), v.layout()),
+            RecordHandle::found,
         ))
     }
 

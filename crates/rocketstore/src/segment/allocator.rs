@@ -331,12 +331,17 @@ impl Allocator {
             let p = st.prefault.first_mut()?;
             let (from, size) = (p.file.from(), p.file.size());
             let writer_at = self.writer_at.load(Ordering::Acquire);
-            if self.staged_writer
-                && (!self.mapped_seen.load(Ordering::SeqCst) || self.staging.load(Ordering::SeqCst))
-            {
-                // Wake on the next append stored into the mapping.
+            // A staging writer's pre-fault waits for an append stored into the mapping.
+            let paused = || {
+                self.staged_writer
+                    && (!self.mapped_seen.load(Ordering::SeqCst)
+                        || self.staging.load(Ordering::SeqCst))
+            };
+            if paused() {
+                // Wake on the next append stored into the mapping (then look again: it may
+                // have come before the store).
                 self.wake_at.store(0, Ordering::SeqCst);
-                if !self.mapped_seen.load(Ordering::SeqCst) || self.staging.load(Ordering::SeqCst) {
+                if paused() {
                     return None;
                 }
                 continue;

@@ -69,6 +69,17 @@ fn sync_new_file(file: &File, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// [`sync_new_file`] of a file (`size` bytes) created earlier without it: from here on its
+/// creation is durable (reported to the power-loss simulation).
+fn sync_creation(file: &File, path: &Path, size: usize) -> Result<()> {
+    sync_new_file(file, path)?;
+    #[cfg(feature = "powerloss")]
+    crate::powerloss::created_now(path, size);
+    #[cfg(not(feature = "powerloss"))]
+    let _ = size;
+    Ok(())
+}
+
 /// The byte ranges of `[from, to)` that the file system reports as data (`lseek` with
 /// `SEEK_DATA` and `SEEK_HOLE`); everything else reads as zeros. Where the file system cannot
 /// tell (the call fails with anything but "no data after this offset"), the whole range.
@@ -689,9 +700,7 @@ impl MappedFile {
         if !self.creation_pending.load(Ordering::Acquire) || self.removed.load(Ordering::Acquire) {
             return Ok(());
         }
-        sync_new_file(&self.file, &self.path)?;
-        #[cfg(feature = "powerloss")]
-        crate::powerloss::created_now(&self.path, self.size);
+        sync_creation(&self.file, &self.path, self.size)?;
         self.creation_pending.store(false, Ordering::Release);
         Ok(())
     }
@@ -710,12 +719,7 @@ impl MappedFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io("open", path, e)),
         };
-        sync_new_file(&file, path)?;
-        #[cfg(feature = "powerloss")]
-        crate::powerloss::created_now(path, size);
-        #[cfg(not(feature = "powerloss"))]
-        let _ = size;
-        Ok(())
+        sync_creation(&file, path, size)
     }
 
     /// Unlinks the file. The mapping stays valid until the last `Arc` is dropped (mmap

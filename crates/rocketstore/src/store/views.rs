@@ -68,6 +68,11 @@ impl RecordHandle {
         }
     }
 
+    /// A handle on the record a read found at `at` and decoded as `v`.
+    pub(crate) fn found(at: crate::read::RecordAt<'_>, v: &RecordView<'_>) -> Self {
+        Self::decoded(at.to_ref(v.bytes().len()), v.layout())
+    }
+
     /// Absolute commit log offset of the record.
     pub fn offset(&self) -> u64 {
         self.rec.offset()
