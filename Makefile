@@ -201,7 +201,7 @@ fmt-check:
 	$(CARGO) fmt --all --check
 
 layering:
-	$(call say,Engine module layering: no import circle and no upward import (tests/check_layering.py))
+	$(call say,Rust layering: no import circle in any crate, no upward import (tests/check_layering.py))
 	$(PYTHON) tests/check_layering.py
 
 shared-builds:

@@ -1,18 +1,23 @@
-"""Check the engine crate's module layering: no import circle, no upward import.
+"""Check the Rust crates' layering: no import circle in any crate, no upward import.
 
-Reads every ``crates/rocketstore/src/**/*.rs`` file (test-only code excluded: ``tests.rs``
-files and everything after a ``#[cfg(test)]`` module), collects the ``crate::...`` paths it
-names (``use`` statements, brace groups expanded, and paths written inline) and ``super::``
-paths, resolves each to the module *file* that defines it, and checks two rules:
+For every crate of the workspace (``CRATES``), reads each ``src/**/*.rs`` file (test-only code
+excluded: ``tests.rs`` files and everything after a ``#[cfg(test)]`` module), collects the
+``crate::...`` paths it names (``use`` statements, brace groups expanded, and paths written
+inline) and ``super::`` paths, resolves each to the module *file* that defines it (a name the
+crate root re-exports with ``pub use module::Name`` resolves to that module), and checks:
 
-1. No import circle between files: the file graph is acyclic (a module and its own
-   submodule files count as distinct files; ``mod.rs``/``foo.rs`` declaring ``mod bar;`` is
-   not an import).
-2. Every file lies in one of the layers in ``LAYERS`` and imports only files of its own
-   layer or lower ones; in particular nothing below ``service`` imports ``service/``.
+1. No import circle between the files of a crate: each crate's file graph is acyclic (a module
+   and its own submodule files count as distinct files; ``mod.rs``/``foo.rs`` declaring
+   ``mod bar;`` is not an import).
+2. In a crate with layers (the engine, ``ENGINE_LAYERS``; the Arrow crate, ``ARROW_LAYERS``),
+   every file lies in one layer and imports only files of its own layer or lower ones; in
+   particular nothing below ``service`` imports ``service/`` in the engine.
+3. Between crates (``Cargo.toml`` ``[dependencies]``): a crate depends only on crates below it
+   (format < engine < arrow < the bindings and the benches), and the crates below the bindings
+   never depend on PyO3 or JNI (house rule 1).
 
-Run: ``python3 tests/check_layering.py`` (``make lint`` runs it). ``--graph`` prints the
-file graph. Exits 1 and names each offending import on failure.
+Run: ``python3 tests/check_layering.py`` (``make lint`` runs it). ``--graph`` prints each
+crate's file graph. Exits 1 and names each offending import on failure.
 
 >>> sorted(expand("a::{b, c::{d, e}}"))
 ['a::b', 'a::c::d', 'a::c::e']
@@ -24,11 +29,11 @@ import re
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "crates" / "rocketstore" / "src"
+ROOT = Path(__file__).resolve().parent.parent
 
 # Lowest layer first. A file may import files of its own layer or of a lower one. Entries
 # name module paths ("segment" covers segment.rs or segment/mod.rs and every file below it).
-LAYERS: list[tuple[str, list[str]]] = [
+ENGINE_LAYERS: list[tuple[str, list[str]]] = [
     (
         "foundation: no engine state",
         [
@@ -72,6 +77,30 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("the store and what reads a whole store", ["store", "verify", "lib"]),
 ]
 
+# The Arrow crate: the pools and errors below the readers and writers, the Spark paths above.
+ARROW_LAYERS: list[tuple[str, list[str]]] = [
+    ("foundation: errors, buffer pools, the build threads", ["error", "buffer_pool", "build_pool"]),
+    ("Arrow reads and writes of one store", ["arrow_read", "put"]),
+    ("Spark's read and write paths", ["spark_read", "spark_write"]),
+    ("the crate root", ["lib"]),
+]
+
+# Every crate of the workspace, lowest first: its directory, its rank (a crate may depend only
+# on crates of a lower rank), and its module layers (None: only the no-circle rule).
+CRATES: list[tuple[str, str, int, list[tuple[str, list[str]]] | None]] = [
+    ("rocketstore-format", "crates/rocketstore-format", 0, None),
+    ("rocketstore", "crates/rocketstore", 1, ENGINE_LAYERS),
+    ("rocketstore-arrow", "crates/rocketstore-arrow", 2, ARROW_LAYERS),
+    ("rocketstore-py", "crates/rocketstore-py", 3, None),
+    ("rocketstore-jni", "crates/rocketstore-jni", 3, None),
+    ("rocketstore-benches", "benches", 3, None),
+]
+
+# Crates only the bindings may depend on (house rule 1: the core never imports PyO3).
+BINDING_ONLY = {"pyo3", "pyo3-arrow", "jni"}
+# Below this rank a crate is core (no binding dependency).
+BINDING_RANK = 3
+
 USE_RE = re.compile(r"\buse\s+((?:crate|super|self)\b[^;]*);", re.S)
 INLINE_RE = re.compile(r"\b(crate(?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 SUPER_RE = re.compile(r"\b((?:super::)+[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)")
@@ -111,12 +140,14 @@ def expand(path: str) -> list[str]:
     return out
 
 
-def module_of(file: Path) -> list[str]:
+def module_of(src: Path, file: Path) -> list[str]:
     """The module path of a source file (``service/mod.rs`` -> ``['service']``)."""
-    rel = file.relative_to(SRC).with_suffix("")
+    rel = file.relative_to(src).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "mod":
         parts.pop()
+    if parts in (["lib"], ["main"]):
+        return ["lib"]
     return parts or ["lib"]
 
 
@@ -126,20 +157,36 @@ def strip_tests(text: str) -> str:
     return text[: tests.start()] if tests else text
 
 
-def main(argv: list[str]) -> int:
-    files = sorted(p for p in SRC.rglob("*.rs") if p.name != "tests.rs")
-    modules = {tuple(module_of(f)): f for f in files}
+Module = tuple[str, ...]
 
-    def resolve(segments: list[str]) -> tuple[str, ...] | None:
+
+def file_graph(src: Path) -> tuple[dict[Module, Path], dict[Module, set[Module]]]:
+    """The crate's files and, for each, the files it imports."""
+    files = sorted(p for p in src.rglob("*.rs") if p.name != "tests.rs")
+    modules = {tuple(module_of(src, f)): f for f in files}
+    texts = {m: strip_tests(f.read_text()) for m, f in modules.items()}
+
+    # Names the crate root re-exports (`pub use error::{Error, Result};`) -> their module.
+    reexports: dict[str, Module] = {}
+    for use in re.finditer(r"\bpub\s+use\s+([^;]*);", texts.get(("lib",), "")):
+        for p in expand(use.group(1)):
+            segs = p.split("::")
+            if segs[0] == "crate":
+                segs = segs[1:]
+            if len(segs) >= 2 and (segs[0],) in modules:
+                reexports[segs[-1]] = (segs[0],)
+
+    def resolve(segments: list[str]) -> Module | None:
         for n in range(len(segments), 0, -1):
             key = tuple(segments[:n])
             if key in modules:
                 return key
+        if segments and segments[0] in reexports:
+            return reexports[segments[0]]
         return None
 
-    graph: dict[tuple[str, ...], set[tuple[str, ...]]] = {m: set() for m in modules}
-    for mod, file in modules.items():
-        text = strip_tests(file.read_text())
+    graph: dict[Module, set[Module]] = {m: set() for m in modules}
+    for mod, text in texts.items():
         paths: list[str] = []
         for use in USE_RE.finditer(text):
             paths.extend(expand(use.group(1)))
@@ -162,42 +209,18 @@ def main(argv: list[str]) -> int:
             target = resolve(segs)
             if target is not None and target != mod:
                 graph[mod].add(target)
+    return modules, graph
 
-    def name(m: tuple[str, ...]) -> str:
-        return str(modules[m].relative_to(SRC))
 
-    if "--graph" in argv:
-        for m in sorted(graph):
-            print(f"{name(m)} -> {', '.join(sorted(name(t) for t in graph[m]))}")
+def circles(graph: dict[Module, set[Module]]) -> list[list[Module]]:
+    """The strongly connected components of more than one file (Tarjan)."""
+    index: dict[Module, int] = {}
+    low: dict[Module, int] = {}
+    stack: list[Module] = []
+    on_stack: set[Module] = set()
+    sccs: list[list[Module]] = []
 
-    def layer_of(m: tuple[str, ...]) -> int | None:
-        for i, (_, roots) in enumerate(LAYERS):
-            if m[0] in roots:
-                return i
-        return None
-
-    errors: list[str] = []
-    for m in sorted(graph):
-        lm = layer_of(m)
-        if lm is None:
-            errors.append(f"{name(m)}: not in any layer of tests/check_layering.py LAYERS")
-            continue
-        for t in sorted(graph[m]):
-            lt = layer_of(t)
-            if lt is not None and lt > lm:
-                errors.append(
-                    f"{name(m)} (layer {lm}: {LAYERS[lm][0]}) imports {name(t)} "
-                    f"(higher layer {lt}: {LAYERS[lt][0]})"
-                )
-
-    # Cycles: Tarjan's strongly connected components over the file graph.
-    index: dict[tuple[str, ...], int] = {}
-    low: dict[tuple[str, ...], int] = {}
-    stack: list[tuple[str, ...]] = []
-    on_stack: set[tuple[str, ...]] = set()
-    sccs: list[list[tuple[str, ...]]] = []
-
-    def strong(v: tuple[str, ...]) -> None:
+    def strong(v: Module) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
@@ -222,18 +245,104 @@ def main(argv: list[str]) -> int:
     for v in sorted(graph):
         if v not in index:
             strong(v)
-    for comp in sccs:
+    return sccs
+
+
+def check_crate(
+    crate: str, src: Path, layers: list[tuple[str, list[str]]] | None, show: bool
+) -> tuple[int, list[str]]:
+    """Checks one crate's files; returns the number of files and the errors."""
+    modules, graph = file_graph(src)
+
+    def name(m: Module) -> str:
+        return f"{crate}/{modules[m].relative_to(src)}"
+
+    if show:
+        for m in sorted(graph):
+            print(f"{name(m)} -> {', '.join(sorted(name(t) for t in graph[m]))}")
+
+    errors: list[str] = []
+    if layers is not None:
+
+        def layer_of(m: Module) -> int | None:
+            for i, (_, roots) in enumerate(layers):
+                if m[0] in roots:
+                    return i
+            return None
+
+        for m in sorted(graph):
+            lm = layer_of(m)
+            if lm is None:
+                errors.append(f"{name(m)}: not in any layer of tests/check_layering.py")
+                continue
+            for t in sorted(graph[m]):
+                lt = layer_of(t)
+                if lt is not None and lt > lm:
+                    errors.append(
+                        f"{name(m)} (layer {lm}: {layers[lm][0]}) imports {name(t)} "
+                        f"(higher layer {lt}: {layers[lt][0]})"
+                    )
+
+    for comp in circles(graph):
         members = set(comp)
         edges = sorted(f"{name(a)} -> {name(b)}" for a in comp for b in graph[a] if b in members)
         errors.append("import circle: " + "; ".join(edges))
+    return len(modules), errors
+
+
+def dependencies(manifest: Path) -> set[str]:
+    """The names in a Cargo.toml's [dependencies] table (not dev- or build-dependencies)."""
+    names: set[str] = set()
+    section = ""
+    for raw in manifest.read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line
+            continue
+        m = re.match(r"([A-Za-z0-9_-]+)(?:\.workspace)?\s*=", line)
+        if m and section == "[dependencies]":
+            names.add(m.group(1))
+    return names
+
+
+def check_crate_deps() -> list[str]:
+    rank = {name: r for name, _, r, _ in CRATES}
+    errors: list[str] = []
+    for name, rel, r, _ in CRATES:
+        deps = dependencies(ROOT / rel / "Cargo.toml")
+        for d in sorted(deps):
+            if d in rank and rank[d] >= r:
+                errors.append(f"crate {name} (rank {r}) depends on {d} (rank {rank[d]})")
+            if r < BINDING_RANK and d in BINDING_ONLY:
+                errors.append(f"crate {name} depends on {d}: only the bindings may (house rule 1)")
+    return errors
+
+
+def main(argv: list[str]) -> int:
+    show = "--graph" in argv
+    errors = check_crate_deps()
+    files = 0
+    for name, rel, _, layers in CRATES:
+        src = ROOT / rel / "src"
+        if not src.is_dir():
+            errors.append(f"crate {name}: no {rel}/src")
+            continue
+        n, errs = check_crate(name, src, layers, show)
+        files += n
+        errors.extend(errs)
+    members = re.search(r"members\s*=\s*\[([^\]]*)\]", (ROOT / "Cargo.toml").read_text())
+    listed = {rel for _, rel, _, _ in CRATES}
+    for member in re.findall(r'"([^"]+)"', members.group(1) if members else ""):
+        if member not in listed:
+            errors.append(f"workspace member {member} is not in tests/check_layering.py CRATES")
 
     for e in errors:
         print(f"check_layering: {e}", file=sys.stderr)
     if errors:
         return 1
     print(
-        f"check_layering: {len(modules)} engine files in {len(LAYERS)} layers: "
-        "no circle, no upward import"
+        f"check_layering: {files} files in {len(CRATES)} crates: no import circle, "
+        "no upward import (engine and Arrow layers, crate order, no PyO3/JNI below the bindings)"
     )
     return 0
 

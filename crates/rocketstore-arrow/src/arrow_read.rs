@@ -14,7 +14,7 @@
 //!   value_data)`: `n + 1` int32 entry offsets, then the two string children (never null).
 
 use std::mem::take;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arrow_array::{
@@ -27,6 +27,8 @@ use rocketstore::format::{parse_properties, HostAddr, OffsetMsgIds, RecordView};
 use rocketstore::{IndexFileEntries, QueueSpan, Store};
 
 use crate::buffer_pool::{BYTES, I32S, I64S};
+use crate::build_pool::build_threads;
+pub use crate::build_pool::read_threads;
 use crate::error::{Error, Result};
 
 /// Arrow's limit for one string/binary column with 32-bit offsets, with room to spare.
@@ -1310,40 +1312,6 @@ const MIN_ROWS_PER_THREAD: usize = 2048;
 
 /// Batches of a smaller `max_bytes` are built by one thread.
 const PARALLEL_MIN_BYTES: usize = 1 << 20;
-
-/// Threads that may build one message batch: the machine's cores (at most 4), unless the
-/// environment variable `ROCKETSTORE_ARROW_READ_THREADS` sets a smaller number (read once per
-/// process; `1` for processes that already keep every core busy, like one Spark task per core).
-fn build_threads() -> usize {
-    match BUILD_THREADS.load(Ordering::Relaxed) {
-        0 => {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let wanted = std::env::var("ROCKETSTORE_ARROW_READ_THREADS")
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(4);
-            let threads = wanted.clamp(1, 4).min(cores);
-            BUILD_THREADS.store(threads, Ordering::Relaxed);
-            threads
-        }
-        threads => threads,
-    }
-}
-
-/// [`build_threads`] once known (0 before).
-static BUILD_THREADS: AtomicUsize = AtomicUsize::new(0);
-
-/// The threads one message batch may use ([`build_threads`]); `threads` (clamped to 1-4)
-/// replaces it for this process whatever the cores, so that the tests run both the
-/// two-thread column split and the row ranges of three or four threads on any machine.
-/// Returns the value before the call.
-pub fn read_threads(threads: Option<usize>) -> usize {
-    let before = build_threads();
-    if let Some(n) = threads {
-        BUILD_THREADS.store(n.clamp(1, 4), Ordering::Relaxed);
-    }
-    before
-}
 
 /// How [`build`] reads the records of one batch.
 trait Walk: Sync {

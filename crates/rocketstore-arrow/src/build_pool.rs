@@ -11,9 +11,48 @@
 //! Fork: a child process has the pool's memory but none of its threads. The pool records the
 //! process it was started in, and a read in another process (a `multiprocessing` child forked
 //! after a read) starts its own instead of queueing jobs nothing will run.
+//!
+//! How many threads a build may use ([`build_threads`], [`read_threads`]) is decided here too,
+//! below the readers that split their work (`arrow_read`), which import this module and are
+//! imported by nothing in it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+/// Threads that may build one message batch: the machine's cores (at most 4), unless the
+/// environment variable `ROCKETSTORE_ARROW_READ_THREADS` sets a smaller number (read once per
+/// process; `1` for processes that already keep every core busy, like one Spark task per core).
+pub(crate) fn build_threads() -> usize {
+    match BUILD_THREADS.load(Ordering::Relaxed) {
+        0 => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let wanted = std::env::var("ROCKETSTORE_ARROW_READ_THREADS")
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(4);
+            let threads = wanted.clamp(1, 4).min(cores);
+            BUILD_THREADS.store(threads, Ordering::Relaxed);
+            threads
+        }
+        threads => threads,
+    }
+}
+
+/// [`build_threads`] once known (0 before).
+static BUILD_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// The threads one message batch may use ([`build_threads`]); `threads` (clamped to 1-4)
+/// replaces it for this process whatever the cores, so that the tests run both the
+/// two-thread column split and the row ranges of three or four threads on any machine.
+/// Returns the value before the call. Re-exported as `arrow_read::read_threads`.
+pub fn read_threads(threads: Option<usize>) -> usize {
+    let before = build_threads();
+    if let Some(n) = threads {
+        BUILD_THREADS.store(n.clamp(1, 4), Ordering::Relaxed);
+    }
+    before
+}
 
 /// The pool of this process, and the id of the process that started it.
 static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
@@ -32,7 +71,7 @@ fn pool() -> Option<Arc<rayon::ThreadPool>> {
             if let Some(stale) = slot.take() {
                 std::mem::forget(stale);
             }
-            let helpers = crate::arrow_read::read_threads(None).max(2) - 1;
+            let helpers = read_threads(None).max(2) - 1;
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(helpers)
                 .thread_name(|i| format!("rs-arrow-read-{i}"))
