@@ -15,9 +15,16 @@ pub const HOST_V6_LEN: usize = 20;
 
 /// A host address as stored in a record. The port is an `i32` because that is what is on disk;
 /// a decoded value may be outside `0..=65535`.
+///
+/// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) is an IPv4 host: [`HostAddr::new`], parsing
+/// and decoding turn it into `IpAddr::V4`, and it is encoded as 4 bytes without the IPv6
+/// SYSFLAG bit even when `ip` was set to the mapped form directly. That is how RocketMQ's Java
+/// code sees it (`InetAddress.getByAddress` returns an `Inet4Address` for a mapped address), so
+/// a broker re-encoding the record (the schedule service re-delivering it) writes the same
+/// layout, instead of 4 address bytes under the 16-byte flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HostAddr {
-    /// The address. An `IpAddr::V6` is always encoded as 16 bytes (even an IPv4-mapped one).
+    /// The address. An `IpAddr::V6` is encoded as 16 bytes unless it is IPv4-mapped.
     pub ip: IpAddr,
     /// The port, as stored (`i32`).
     pub port: i32,
@@ -34,14 +41,18 @@ impl Default for HostAddr {
 }
 
 impl HostAddr {
-    /// A host from an address and a port.
+    /// A host from an address and a port; an IPv4-mapped IPv6 address becomes IPv4.
     pub fn new(ip: IpAddr, port: i32) -> Self {
-        HostAddr { ip, port }
+        HostAddr {
+            ip: ip.to_canonical(),
+            port,
+        }
     }
 
-    /// Whether the address is IPv6 (decides SYSFLAG bit 4 / 5 and the 20-byte encoding).
+    /// Whether the address is encoded as IPv6 (decides SYSFLAG bit 4 / 5 and the 20-byte
+    /// encoding): an IPv6 address that is not IPv4-mapped.
     pub fn is_v6(&self) -> bool {
-        self.ip.is_ipv6()
+        self.ip.to_canonical().is_ipv6()
     }
 
     /// Encoded length: 8 for IPv4, 20 for IPv6.
@@ -63,7 +74,7 @@ impl HostAddr {
     /// The encoded bytes (8 or 20).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
-        match self.ip {
+        match self.ip.to_canonical() {
             IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
             IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
         }
@@ -71,7 +82,8 @@ impl HostAddr {
         out
     }
 
-    /// Decodes a host at `pos` of `buf`; `v6` selects the 20-byte form. `None` if out of bounds.
+    /// Decodes a host at `pos` of `buf`; `v6` selects the 20-byte form (an IPv4-mapped address
+    /// in it decodes as IPv4, as Java reads it). `None` if out of bounds.
     pub fn decode_at(buf: &[u8], pos: usize, v6: bool) -> Option<HostAddr> {
         if v6 {
             let ip: [u8; 16] = array_at(buf, pos)?;
@@ -85,7 +97,7 @@ impl HostAddr {
     }
 
     pub(crate) fn write(&self, w: &mut Writer<'_>) -> Option<()> {
-        match self.ip {
+        match self.ip.to_canonical() {
             IpAddr::V4(a) => w.put(&a.octets())?,
             IpAddr::V6(a) => w.put(&a.octets())?,
         }
@@ -100,9 +112,9 @@ impl From<SocketAddr> for HostAddr {
 }
 
 impl fmt::Display for HostAddr {
-    /// `1.2.3.4:10911` for IPv4, `[::1]:10911` for IPv6.
+    /// `1.2.3.4:10911` for IPv4 (and IPv4-mapped), `[::1]:10911` for IPv6.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.ip {
+        match self.ip.to_canonical() {
             IpAddr::V4(a) => write!(f, "{a}:{}", self.port),
             IpAddr::V6(a) => write!(f, "[{a}]:{}", self.port),
         }
@@ -132,6 +144,7 @@ impl FromStr for HostAddr {
             IpAddr::V6(inner.parse::<Ipv6Addr>().map_err(|_| {
                 FieldError::new("host", FieldErrorReason::Invalid("bad IPv6 address"))
             })?)
+            .to_canonical()
         } else {
             IpAddr::V4(ip_part.parse::<Ipv4Addr>().map_err(|_| {
                 FieldError::new("host", FieldErrorReason::Invalid("bad IPv4 address"))
@@ -176,6 +189,35 @@ mod tests {
         ] {
             assert!(bad.parse::<HostAddr>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn ipv4_mapped_is_ipv4() {
+        let v4 = HostAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)), 1234);
+        let parsed: HostAddr = "[::ffff:10.0.0.7]:1234".parse().unwrap();
+        assert_eq!(parsed, v4);
+        assert_eq!(parsed.to_string(), "10.0.0.7:1234");
+        let mapped = Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped();
+        assert_eq!(HostAddr::new(IpAddr::V6(mapped), 1234), v4);
+        assert_eq!(
+            HostAddr::from("[::ffff:10.0.0.7]:1234".parse::<SocketAddr>().unwrap()),
+            v4
+        );
+        // Set directly (the field is public): still encoded as IPv4, 8 bytes, no IPv6 flag.
+        let raw = HostAddr {
+            ip: IpAddr::V6(mapped),
+            port: 1234,
+        };
+        assert!(!raw.is_v6());
+        assert_eq!(raw.encoded_len(), HOST_V4_LEN);
+        assert_eq!(raw.to_bytes(), v4.to_bytes());
+        // 16 bytes holding a mapped address decode as IPv4 (Java's InetAddress.getByAddress).
+        let mut long = mapped.octets().to_vec();
+        long.extend_from_slice(&1234i32.to_be_bytes());
+        assert_eq!(HostAddr::decode_at(&long, 0, true), Some(v4));
+        // Other IPv6 addresses stay IPv6 (IPv4-compatible `::a.b.c.d` included).
+        let compat: HostAddr = "[::10.0.0.7]:1".parse().unwrap();
+        assert!(compat.is_v6());
     }
 
     #[test]

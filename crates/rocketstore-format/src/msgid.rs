@@ -7,7 +7,7 @@ use crate::bytes::{
     array_at, hex_decode, hex_upper, i32_at, i64_at, push_hex_upper, push_hex_upper_u64,
 };
 use crate::error::{FieldError, FieldErrorReason};
-use crate::host::HostAddr;
+use crate::host::{HostAddr, HOST_V4_LEN, HOST_V6_LEN};
 
 /// Length of an IPv4 offset message id in hex characters (16 bytes).
 pub const OFFSET_MSG_ID_V4_LEN: usize = 32;
@@ -77,7 +77,9 @@ pub fn decode_offset_msg_id(id: &str) -> Result<(HostAddr, i64), FieldError> {
     ))?;
     let bad = || FieldError::new("msg id", FieldErrorReason::Invalid("truncated"));
     let host = HostAddr::decode_at(&bytes, 0, v6).ok_or_else(bad)?;
-    let offset = i64_at(&bytes, host.encoded_len()).ok_or_else(bad)?;
+    // The offset follows the address as written (16 bytes in the long form, even when the
+    // address decodes as IPv4-mapped).
+    let offset = i64_at(&bytes, if v6 { HOST_V6_LEN } else { HOST_V4_LEN }).ok_or_else(bad)?;
     Ok((host, offset))
 }
 

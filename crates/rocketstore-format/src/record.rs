@@ -923,6 +923,45 @@ mod tests {
         }
     }
 
+    /// An IPv4-mapped born or store host is written as IPv4 (4 address bytes, no IPv6 SYSFLAG
+    /// bit): byte for byte the record a Java producer makes for that host, so a broker that
+    /// decodes and re-encodes it (schedule re-delivery) keeps its layout.
+    #[test]
+    fn ipv4_mapped_hosts_are_written_as_ipv4() {
+        let mapped = |a: [u8; 4], port| HostAddr {
+            ip: std::net::IpAddr::V6(std::net::Ipv4Addr::from(a).to_ipv6_mapped()),
+            port,
+        };
+        let v4 = RecordHeader {
+            born_host: host("10.0.0.7:1234"),
+            store_host: host("10.0.0.1:10911"),
+            ..vector7_header()
+        };
+        let want = encode_record_to_vec(&v4, b"hi", "T", b"TAGS\x01A\x02").unwrap();
+        for (born, store) in [
+            (mapped([10, 0, 0, 7], 1234), v4.store_host),
+            (v4.born_host, mapped([10, 0, 0, 1], 10911)),
+            (
+                host("[::ffff:10.0.0.7]:1234"),
+                host("[::ffff:10.0.0.1]:10911"),
+            ),
+        ] {
+            let hdr = RecordHeader {
+                born_host: born,
+                store_host: store,
+                sys_flag: sysflag::BORNHOST_V6_FLAG | sysflag::STOREHOSTADDRESS_V6_FLAG,
+                ..vector7_header()
+            };
+            assert_eq!(hdr.effective_sys_flag(), 0);
+            let rec = encode_record_to_vec(&hdr, b"hi", "T", b"TAGS\x01A\x02").unwrap();
+            assert_eq!(rec, want);
+            let v = message(decode_record(&rec, &DecodeOptions::default()));
+            assert_eq!(v.sys_flag & 0x30, 0);
+            assert_eq!(v.born_host, v4.born_host);
+            assert_eq!(v.store_host, v4.store_host);
+        }
+    }
+
     fn vector7_header() -> RecordHeader {
         RecordHeader {
             queue_id: 1,

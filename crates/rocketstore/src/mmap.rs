@@ -26,9 +26,10 @@
 //! `// SAFETY:` comment names the ones it relies on). Invariants 3 and 4 are kept by the types
 //! of this module; 1, 2 and 5 concern the file and the mapping's lifetime:
 //!
-//! 1. **Exclusive directory.** A writable store root is locked with an exclusive `flock` on
-//!    `<root>/lock`, so no other process of ours maps its files for writing, and no other code
-//!    writes them. Within the process, a mapped file is written only through its mapping or by
+//! 1. **Exclusive directory.** A writable store root is locked with an exclusive `flock` and
+//!    an exclusive `fcntl` record lock (a broker's lock, [`try_lock_record`]) on `<root>/lock`,
+//!    so no other process of ours, and no RocketMQ broker, maps its files for writing, and no
+//!    other code writes them. Within the process, a mapped file is written only through its mapping or by
 //!    [`AppendWriter::write_file`] (`pwrite` of the mapped file, at or above the watermark,
 //!    through the region's one write handle), so invariants 3 and 4 cover both: the Linux page
 //!    cache is shared between `pwrite` and `MAP_SHARED` mappings of the same file. Read-only opens of a foreign store do not lock; they document that the files
@@ -293,6 +294,48 @@ pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<
     #[cfg(not(target_os = "linux"))]
     let _ = (file, offset, len);
     Ok(())
+}
+
+/// Takes a non-blocking exclusive POSIX record lock on the whole of `file` (as RocketMQ's
+/// `FileChannel.tryLock` does on `<root>/lock`), as an open-file-description lock
+/// (`F_OFD_SETLK`): it belongs to this open file, so it conflicts with every other open of the
+/// file, in this process too, and closing another descriptor of the file does not release it.
+/// It conflicts with classic `fcntl`/`lockf` locks (a broker's) both ways. Where the kernel has
+/// no OFD locks (`EINVAL`), a classic `F_SETLK` lock is taken instead.
+///
+/// Returns `Ok(false)` if another holder has a conflicting lock. The lock lives as long as the
+/// open file. Like [`start_writeback`] it is here because it needs `unsafe`; it touches no mapping.
+pub(crate) fn try_lock_record(file: &File) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: all-zero bytes are a valid `flock` (plain integers); the fields that matter
+        // are set below.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as _;
+        fl.l_whence = libc::SEEK_SET as _;
+        fl.l_start = 0;
+        fl.l_len = 0; // to the end of the file, however long it grows
+        fl.l_pid = 0; // required by F_OFD_SETLK
+                      // SAFETY: `fcntl(F_OFD_SETLK)` reads the `flock` struct, which lives on this stack frame
+                      // for the whole call, and takes a descriptor that `file` keeps open (the borrow). It
+                      // writes no memory of this process and involves no mapping invariant.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN | libc::EACCES) => return Ok(false),
+            Some(libc::EINVAL) => {}
+            _ => return Err(err),
+        }
+    }
+    match rustix::fs::fcntl_lock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::ACCESS => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A mapping with a published watermark: `[0, words)` atomic words, `[words, published)`

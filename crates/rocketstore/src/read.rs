@@ -93,6 +93,22 @@ pub(crate) struct GetOutcome<T> {
     pub(crate) items: Vec<T>,
     /// Sum of the taken records' sizes.
     pub(crate) bytes: u64,
+    /// Units skipped because the record they name is not theirs (see [`unit_owns`]).
+    pub(crate) mismatched: u64,
+}
+
+/// True if `view`, the record a consume queue unit of `topic`/`queue_id` at queue offset
+/// `queue_offset` names, is that unit's record: same topic, queue id and queue offset. A unit
+/// that names another valid record (a damaged or foreign consume queue, a commit log rewritten
+/// under it) must not serve that record as this queue's message. Compares fields the decode
+/// already read.
+pub(crate) fn unit_owns(
+    view: &RecordView<'_>,
+    topic: &str,
+    queue_id: i32,
+    queue_offset: i64,
+) -> bool {
+    view.queue_offset == queue_offset && view.queue_id == queue_id && view.topic == topic
 }
 
 /// The record view of `r` (checked to be a message starting at its own offset), or `None`.
@@ -151,21 +167,23 @@ pub(crate) struct KeyQuery<'a> {
     pub(crate) end: i64,
 }
 
-/// `getMessage` (spec §11.1, 5.x scan rules) returning owned messages.
+/// `getMessage` (spec §11.1, 5.x scan rules) returning owned messages, and the number of
+/// units skipped because they named another queue's record ([`GetOutcome::mismatched`]).
 pub(crate) fn get_message(
     log: &CommitLog,
     cqs: &ConsumeQueueStore,
     limits: &ReadLimits,
     q: &QueueRead<'_>,
-) -> GetResult {
+) -> (GetResult, u64) {
     let o = get_message_with(log, cqs, limits, q, |_, v| StoredMessage::from_view(v));
-    GetResult {
+    let r = GetResult {
         status: o.status,
         next_begin_offset: o.next_begin_offset,
         min_offset: o.min_offset,
         max_offset: o.max_offset,
         messages: o.items,
-    }
+    };
+    (r, o.mismatched)
 }
 
 /// How many consume queue units ahead of the one being read [`get_message_with`] asks the CPU
@@ -200,6 +218,7 @@ pub(crate) fn get_message_with<T>(
         max_offset: max,
         items: Vec::new(),
         bytes: 0,
+        mismatched: 0,
     };
     let Some(cq) = cqs.get(topic, queue_id) else {
         return empty(GetStatus::NoMessageInQueue, 0, 0, 0);
@@ -257,6 +276,7 @@ pub(crate) fn get_message_with<T>(
     let mut next = offset;
     let mut messages: Vec<T> = Vec::with_capacity(max_msgs.min(1024) as usize);
     let mut bytes = 0u64;
+    let mut mismatched = 0u64;
     let mut next_phy_file_start = i64::MIN;
     for (entry_offset, unit) in units {
         if ((entry_offset - offset) as u64) * 20 >= window_bytes {
@@ -304,6 +324,14 @@ pub(crate) fn get_message_with<T>(
             }
             continue;
         };
+        if !unit_owns(&view, topic, queue_id, entry_offset) {
+            // Skipped like a deleted record (and counted), never served as this queue's.
+            mismatched += 1;
+            if messages.is_empty() {
+                status = GetStatus::MessageWasRemoving;
+            }
+            continue;
+        }
         if !sub.is_all() {
             let tags =
                 property_value(view.properties_raw, property::TAGS).map(String::from_utf8_lossy);
@@ -322,6 +350,7 @@ pub(crate) fn get_message_with<T>(
         max_offset: max,
         items: messages,
         bytes,
+        mismatched,
     }
 }
 

@@ -46,6 +46,7 @@ pub(crate) struct StatsCounters {
     put_latency_max_ms: AtomicU64,
     get_found: AtomicU64,
     get_miss: AtomicU64,
+    unit_mismatches: AtomicU64,
     get: Mutex<HashMap<String, (u64, u64)>>,
 }
 
@@ -81,6 +82,13 @@ impl StatsCounters {
         e.1 += bytes;
     }
 
+    /// `n` consume queue units skipped by a read because their record was not theirs.
+    pub(crate) fn record_unit_mismatches(&self, n: u64) {
+        if n > 0 {
+            self.unit_mismatches.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     /// Fills the counter fields of `s`.
     pub(crate) fn fill(&self, s: &mut StoreStats) {
         let mut get: Vec<(String, u64, u64)> = lock(&self.get)
@@ -97,6 +105,7 @@ impl StatsCounters {
         s.put_latency_max_ms = self.put_latency_max_ms.load(Ordering::Relaxed);
         s.get_found = self.get_found.load(Ordering::Relaxed);
         s.get_miss = self.get_miss.load(Ordering::Relaxed);
+        s.cq_unit_mismatches = self.unit_mismatches.load(Ordering::Relaxed);
     }
 }
 
@@ -118,6 +127,11 @@ pub struct StoreStats {
     pub get_found: u64,
     /// Reads that returned none, whatever the status (RocketMQ `getMessageTimesTotalMiss`).
     pub get_miss: u64,
+    /// Consume queue units that `get_message` / `pull` skipped because the record they name
+    /// has another topic, queue id or queue offset (a damaged or foreign consume queue); the
+    /// record is never served as that queue's message. Arrow reads raise a `Corruption` error
+    /// instead.
+    pub cq_unit_mismatches: u64,
     /// Put latency distribution: `(bucket label, puts)` in RocketMQ's 13 buckets, from
     /// `"[<=0ms]"`, `"[0~10ms]"`, `"[10~50ms]"` ... to `"[10s~]"`. One entry per `put` /
     /// `put_batch` call, timed around the commit log append (including a SYNC_FLUSH wait).

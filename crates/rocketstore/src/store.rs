@@ -997,6 +997,7 @@ impl Store {
         };
         let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, RecordHandle::found);
         self.stats.record_get_counts(topic, o.items.len(), o.bytes);
+        self.stats.record_unit_mismatches(o.mismatched);
         Ok(GetRecords {
             status: o.status,
             next_begin_offset: o.next_begin_offset,
@@ -1024,8 +1025,9 @@ impl Store {
             max_total_bytes,
             sub,
         };
-        let r = read::get_message(&self.log, &self.cqs, &self.limits, &q);
+        let (r, mismatched) = read::get_message(&self.log, &self.cqs, &self.limits, &q);
         self.stats.record_get(topic, &r);
+        self.stats.record_unit_mismatches(mismatched);
         r
     }
 

@@ -1067,3 +1067,100 @@ fn rebuild_indexes_restores_identical_consume_queues_and_index_entries() {
     assert!(!store.recovery_report().abnormal);
     finish(store);
 }
+
+// ---- C10: a consume queue unit naming another queue's valid record ---------------------------
+
+/// Rewrites unit `at` of `topic`/`qid` (one consume queue file) to name `(phy, size)`.
+fn point_unit(root: &Path, topic: &str, qid: i32, at: usize, phy: i64, size: i32) {
+    let path = cq_files(root, topic, qid).remove(0);
+    let mut b = std::fs::read(&path).unwrap();
+    b[at * 20..at * 20 + 8].copy_from_slice(&phy.to_be_bytes());
+    b[at * 20 + 8..at * 20 + 12].copy_from_slice(&size.to_be_bytes());
+    std::fs::write(&path, b).unwrap();
+}
+
+#[test]
+fn c10_a_unit_naming_another_topics_record_is_never_served_as_its_queues_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // i even: DamageA, i odd: DamageB; queue (i / 2) % 2. DamageA/0 holds i = 0, 4, 8, ...
+    let r = populate(root, 16);
+    // DamageA/0 unit 1 (i = 4) names DamageB/0's record at the same queue offset 1 (i = 5):
+    // a valid record, same queue id and queue offset, another topic. Unit 2 (i = 8) names
+    // DamageA/1's record at queue offset 2 (i = 10): same topic and offset, another queue.
+    // Unit 3 (i = 12) names DamageA/0's own record at offset 0 (i = 0): another offset.
+    assert_eq!((r[5].queue_offset, r[10].queue_offset), (1, 2));
+    point_unit(
+        root,
+        TOPICS[0],
+        0,
+        1,
+        r[5].commitlog_offset,
+        r[5].wrote_bytes,
+    );
+    point_unit(
+        root,
+        TOPICS[0],
+        0,
+        2,
+        r[10].commitlog_offset,
+        r[10].wrote_bytes,
+    );
+    point_unit(
+        root,
+        TOPICS[0],
+        0,
+        3,
+        r[0].commitlog_offset,
+        r[0].wrote_bytes,
+    );
+    let foreign: Vec<Vec<u8>> = [5u64, 10].iter().map(|&i| body_for(i)).collect();
+    for read_only in [true, false] {
+        let store = if read_only {
+            Store::open_read_only(root, config(&[])).unwrap()
+        } else {
+            Store::open(root, config(&[])).unwrap()
+        };
+        // get_message skips the three units (counted) and serves only the queue's own records.
+        let got = store.get_message(TOPICS[0], 0, 0, 32, None, None).unwrap();
+        assert_eq!(got.status, GetStatus::Found);
+        for m in &got.messages {
+            assert_eq!((m.topic.as_str(), m.queue_id), (TOPICS[0], 0));
+            assert!(!foreign.contains(&m.body), "another queue's record served");
+        }
+        let offsets: Vec<i64> = got.messages.iter().map(|m| m.queue_offset).collect();
+        if read_only {
+            assert_eq!(offsets, [0]);
+            assert_eq!(store.stats().cq_unit_mismatches, 3);
+            // Reading from each damaged unit: nothing served, a status, the read moves past
+            // the damaged units (to the queue's end).
+            for off in 1..=3 {
+                let g = store.get_message(TOPICS[0], 0, off, 1, None, None).unwrap();
+                assert!(g.messages.is_empty(), "unit {off} served a record");
+                assert_eq!(g.status, GetStatus::MessageWasRemoving);
+                assert_eq!(g.next_begin_offset, 4);
+            }
+            // The columnar reader refuses the unit with a typed error naming the record.
+            let span = rocketstore::QueueSpan {
+                topic: TOPICS[0],
+                queue_id: 0,
+                from: 0,
+                end: i64::MAX,
+                max: 100,
+                check_crc: true,
+                subscription: None,
+            };
+            match store.visit_queue_records(&span, |_| true) {
+                Err(Error::Corruption { offset, .. }) => {
+                    assert_eq!(offset, r[5].commitlog_offset as u64);
+                }
+                other => panic!("expected a Corruption error, got {other:?}"),
+            }
+        } else {
+            // A writable open may repair the units from the commit log (recovery's check);
+            // whatever it serves is the queue's own records, in order, each once.
+            assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+        }
+        store.close().unwrap();
+    }
+}

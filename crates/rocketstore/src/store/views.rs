@@ -420,7 +420,8 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::Closed`]; a `Corruption` error naming the commit log file and offset when a
-    /// unit points at bytes that are not a valid record (or, with `check_crc`, fail their CRC).
+    /// unit points at bytes that are not a valid record (or, with `check_crc`, fail their CRC),
+    /// or at a record of another topic, queue id or queue offset.
     pub fn visit_queue_records(
         &self,
         span: &QueueSpan<'_>,
@@ -501,6 +502,17 @@ impl Store {
                     continue;
                 };
                 let v = view_of(bytes, phy, || self.log_file_path(phy), check_crc)?;
+                if !crate::read::unit_owns(&v, topic, queue_id, queue_offset) {
+                    return Err(Error::corruption(
+                        self.log_file_path(phy),
+                        phy,
+                        CorruptionKind::Invalid(format!(
+                            "the consume queue unit {topic}/{queue_id} at queue offset \
+                             {queue_offset} names a record of {}/{} at queue offset {}",
+                            v.topic, v.queue_id, v.queue_offset
+                        )),
+                    ));
+                }
                 if !sub.is_all() {
                     let tags = raw_property(v.properties_raw, rocketstore_format::property::TAGS)
                         .and_then(|t| std::str::from_utf8(t).ok());
