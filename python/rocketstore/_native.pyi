@@ -261,6 +261,7 @@ class MessageStore:
         path: str | os.PathLike[str],
         *,
         read_only: bool = False,
+        truncate_to: int | None = None,
         **config: _ConfigValue,
     ) -> MessageStore: ...
     def put(

@@ -221,22 +221,39 @@ fn offset_arg(py: Python<'_>, store: &Store, offset: i64) -> PyResult<u64> {
 #[pymethods]
 impl MessageStore {
     #[new]
-    #[pyo3(signature = (path, *, read_only = false, **config))]
+    #[pyo3(signature = (path, *, read_only = false, truncate_to = None, **config))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         read_only: bool,
+        truncate_to: Option<i64>,
         config: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = config_from_kwargs(py, config)?;
         let root = path.clone();
+        let cut = match truncate_to {
+            None => None,
+            Some(_) if read_only => {
+                let e = Error::InvalidArgument {
+                    field: "truncate_to",
+                    reason: "a read-only open cannot cut the commit log".into(),
+                };
+                return Err(map_error(py, &e));
+            }
+            Some(v) => Some(u64::try_from(v).map_err(|_| {
+                let e = Error::OffsetOutOfRange {
+                    requested: v,
+                    min: 0,
+                    max: i64::MAX,
+                };
+                map_error(py, &e)
+            })?),
+        };
         let store = py
-            .detach(move || {
-                if read_only {
-                    Store::open_read_only(&root, config)
-                } else {
-                    Store::open(&root, config)
-                }
+            .detach(move || match (read_only, cut) {
+                (true, _) => Store::open_read_only(&root, config),
+                (false, Some(end)) => Store::open_truncated(&root, config, end),
+                (false, None) => Store::open(&root, config),
             })
             .map_err(|e| map_error(py, &e))?;
         Ok(MessageStore {

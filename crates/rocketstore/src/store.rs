@@ -144,7 +144,51 @@ impl Store {
     /// [`Error::Locked`] if another process has it open; [`Error::Config`] for a bad config;
     /// [`Error::Corruption`] when recovery finds damage it may not truncate; I/O errors.
     pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> Result<Store> {
-        Self::open_impl(root.as_ref(), config, false)
+        Self::open_impl(root.as_ref(), config, false, None)
+    }
+
+    /// Opens a writable store like [`Store::open`], cutting its commit log back to `end_offset`
+    /// first: every record from there on is removed from the commit log (later files deleted,
+    /// the rest of the file zeroed and synced), the consume queues and the index, as recovery
+    /// removes a torn tail (RocketMQ's `truncateDirtyFiles`), and the checkpoint is rewritten so
+    /// that no later open expects the old end. Appends continue at `end_offset` with the queue
+    /// offsets the kept records reach. `end_offset` must be the start of a record (or of the
+    /// blank closing a file) or the end of the commit log, in `[min offset, end]`; the end is a
+    /// plain open. A store that was not closed cleanly is recovered (opened and closed) first.
+    ///
+    /// ```no_run
+    /// use rocketstore::{PutMessage, Store, StoreConfig};
+    /// let store = Store::open("/tmp/demo-cut", StoreConfig::default())?;
+    /// let end = store.max_commitlog_offset();
+    /// store.put(&PutMessage { topic: "T", body: b"undo me", ..Default::default() })?;
+    /// store.close()?;
+    /// let store = Store::open_truncated("/tmp/demo-cut", StoreConfig::default(), end)?;
+    /// assert_eq!(store.max_commitlog_offset(), end);
+    /// # Ok::<(), rocketstore::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Store::open`]; [`Error::OffsetOutOfRange`] for an offset outside the commit log,
+    /// [`Error::InvalidArgument`] (`end_offset`) for one inside a record. A refused cut changes
+    /// no record.
+    pub fn open_truncated(
+        root: impl AsRef<Path>,
+        config: StoreConfig,
+        end_offset: u64,
+    ) -> Result<Store> {
+        let root = root.as_ref();
+        if root.join(checkpoint::ABORT_FILE).exists() {
+            Self::open_impl(root, config.clone(), false, None)?.close()?;
+        }
+        let fsync = config.fsync_directory;
+        match Self::open_impl(root, config, false, Some(end_offset)) {
+            // Refused before recovery changed anything: no abort marker is left behind.
+            Err(e @ (Error::InvalidArgument { .. } | Error::OffsetOutOfRange { .. })) => {
+                let _ = checkpoint::remove_abort(root, fsync);
+                Err(e)
+            }
+            other => other,
+        }
     }
 
     /// Opens any RocketMQ store root read-only. Nothing is created, locked or modified: no lock
@@ -154,10 +198,15 @@ impl Store {
     /// # Errors
     /// As [`Store::open`], except `Locked`.
     pub fn open_read_only(root: impl AsRef<Path>, config: StoreConfig) -> Result<Store> {
-        Self::open_impl(root.as_ref(), config, true)
+        Self::open_impl(root.as_ref(), config, true, None)
     }
 
-    fn open_impl(root: &Path, config: StoreConfig, read_only: bool) -> Result<Store> {
+    fn open_impl(
+        root: &Path,
+        config: StoreConfig,
+        read_only: bool,
+        cut: Option<u64>,
+    ) -> Result<Store> {
         config.validate()?;
         crate::util::check_not_symlink(root)?;
         if read_only {
@@ -299,6 +348,7 @@ impl Store {
             cp: valid_cp.as_ref(),
             window,
             read_only,
+            cut,
         }
         .run()?;
         let consumer_offsets = Arc::new(ConsumerOffsets::load(root)?);
@@ -323,7 +373,8 @@ impl Store {
             valid_cp,
         ));
         if !read_only
-            && (recovery.truncated_at.is_some()
+            && (cut.is_some()
+                || recovery.truncated_at.is_some()
                 || recovery
                     .durable_offset
                     .is_some_and(|d| d > recovery.end_offset))

@@ -320,7 +320,7 @@ def manifest_config(store: Path) -> dict[str, int | bool | str] | None:
     try:
         data = json.loads((store.parent / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return _sink_store_config(store)
     if not isinstance(data, dict) or not isinstance(data.get("stores"), list):
         return None
     for entry in data["stores"]:
@@ -330,6 +330,28 @@ def manifest_config(store: Path) -> dict[str, int | bool | str] | None:
                 return {str(k): v for k, v in config.items() if isinstance(v, (int, bool, str))}
             return {}
     return None
+
+
+def _sink_store_config(store: Path) -> dict[str, int | bool | str] | None:
+    """The store configuration a stream sink's root records for its stores (see
+    ``_stream_writer``), or None if ``store`` is not in a sink root."""
+    from rocketstore.spark._stream_writer import sink_config
+
+    meta = sink_config(store.parent)
+    if meta is None:
+        return None
+    config = meta.get("config")
+    if not isinstance(config, dict):
+        return {}
+    return {str(k): v for k, v in config.items() if isinstance(v, (int, bool, str))}
+
+
+def is_sink_store(store: Path) -> bool:
+    """True if ``store`` holds the stream sink's progress records (``_sink_log``): readers
+    see it only up to its last committed micro-batch, without the sink's own topic."""
+    from rocketstore.spark._sink_log import MARKER_TOPIC
+
+    return (store / "consumequeue" / MARKER_TOPIC).is_dir()
 
 
 @dataclass(frozen=True)
@@ -371,16 +393,29 @@ class QueueInfo:
     max_offset: int
 
 
-def list_queues(settings: ReadSettings) -> list[QueueInfo]:
-    """Every selected (store, topic, queue) with its current min and max offsets."""
+def list_queues(settings: ReadSettings, stores: Sequence[Path] | None = None) -> list[QueueInfo]:
+    """Every selected (store, topic, queue) with its current min and max offsets.
+
+    A stream sink's store (:func:`is_sink_store`) shows its queues as its last commit record
+    left them (nothing of a micro-batch not committed yet) and hides the sink's own topic.
+    """
+    from rocketstore.spark._sink_log import MARKER_TOPIC, last_commit
+
     root = Path(settings.root)
     out: list[QueueInfo] = []
-    for store in settings.stores():
+    for store in settings.stores() if stores is None else stores:
         key = store_key(root, store)
+        sink = is_sink_store(store)
         with settings.open(store) as s:
-            for topic, qid, lo, hi in s.consume_queues():
-                if settings.wants(topic):
-                    out.append(QueueInfo(key, str(store), topic, qid, lo, hi))
+            commit = last_commit(s) if sink else None
+            for topic, qid, first, end in s.consume_queues():
+                if not settings.wants(topic) or (sink and topic == MARKER_TOPIC):
+                    continue
+                lo, hi = first, end
+                if sink:
+                    hi = min(end, commit.cap(topic, qid)) if commit is not None else first
+                    lo = min(first, hi)
+                out.append(QueueInfo(key, str(store), topic, qid, lo, hi))
     return out
 
 
@@ -392,11 +427,13 @@ def _resolve(offset: int, q: QueueInfo) -> int:
     return min(max(offset, q.min_offset), q.max_offset)
 
 
-def plan_queue_ranges(settings: ReadSettings) -> list[QueuePartition]:
+def plan_queue_ranges(
+    settings: ReadSettings, stores: Sequence[Path] | None = None
+) -> list[QueuePartition]:
     """The (store, topic, queue) partitions with their start and end offsets."""
     parts: list[QueuePartition] = []
     by_store: dict[str, list[QueueInfo]] = {}
-    for q in list_queues(settings):
+    for q in list_queues(settings, stores):
         by_store.setdefault(q.store, []).append(q)
     for store, queues in by_store.items():
         timed = settings.starting_timestamp is not None or settings.ending_timestamp is not None
@@ -651,10 +688,16 @@ class RocketStoreReader(DataSourceReader):
         elif s.partitioning == "queue":
             parts.extend(plan_queue_ranges(s))
         else:
+            sinks: list[Path] = []
             for store in s.stores():
+                if is_sink_store(store):  # read per queue, up to its last committed batch
+                    sinks.append(store)
+                    continue
                 for start, size in commitlog_files(store):
                     if size > 0:
                         parts.append(FilePartition(str(store), start, start + size))
+            if sinks:
+                parts.extend(plan_queue_ranges(s, sinks))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -1,27 +1,44 @@
-"""The streaming sink of the ``rocketstore`` data source: exactly-once stores per micro-batch.
+"""The streaming sink of the ``rocketstore`` data source: micro-batches appended to long-lived
+stores, exactly once.
 
-``df.writeStream.format("rocketstore").option("checkpointLocation", ckpt).start(root)`` writes
-each micro-batch like the batch writer (one store per task, from Arrow batches, under
-``<root>/_temporary``) and publishes it on the driver's commit as **one directory**,
-``<root>/<streamId>-batch-<batch id, 10 digits>/store-<n>``, by a single rename:
+``df.writeStream.format("rocketstore").option("checkpointLocation", ckpt).start(root)`` appends
+every micro-batch into a fixed set of stores, ``<root>/store-00000`` ..
+``<root>/store-<stores - 1>`` (option ``stores``, default 4), each a RocketMQ store a broker can
+load, growing as the query runs. ``<root>/_rocketstore_sink.json`` records the number of stores
+and the store configuration; a restart with another ``stores`` value is refused.
 
-1. every task's store is renamed into ``<root>/_temporary/<run>/batch-<id>/store-<n>`` and the
-   batch's manifest entries are written beside them (``_BATCH``, JSON, fsynced);
-2. that directory is renamed to ``<root>/<streamId>-batch-<id>``: this rename is the commit
-   point: before it, readers see nothing of the batch; after it, all of it;
-3. the root's ``_SUCCESS`` manifest gets the batch's stores and, under ``streams``, the
-   stream's last committed batch id (``{"<streamId>": {"batch_id": 7, ...}}``).
+Protocol (``_sink_log`` describes the records):
 
-A micro-batch that Spark runs again after a restart (its commit was not recorded in the
-checkpoint) finds its directory, or a batch id at or below the manifest's, and publishes
-nothing again: each source row is stored exactly once. If the driver died between steps 2 and
-3, the replay adds the batch's ``_BATCH`` entries to the manifest. A batch whose tasks fail is
-aborted: its stores stay under ``_temporary`` and are deleted; nothing of it is published.
+1. Task ``p`` of micro-batch ``b`` appends its rows to store ``(p + b) % stores`` (tasks of one
+   batch that share a store take turns: a store has one writer at a time, by its lock). Holding
+   the lock, it reads the store's last commit record and the task records after it:
 
-Options: those of the batch writer (``queueSelector``, ``queueNums``, store configuration) and
-``streamId`` (default ``stream``: letters, digits, ``-`` and ``_``), which names the batch
-directories and the manifest's progress entry; streams writing into the same root need
-distinct ids.
+   * batch ``b`` of this query is committed there already (a batch replayed after the driver
+     died between committing the stores and recording the batch in the checkpoint): it writes
+     nothing;
+   * an earlier attempt of this very task (same query, run and batch) wrote its rows and its
+     task record: it writes nothing;
+   * anything past the last record it may keep (the commit record, then the task records of the
+     same query, run and batch) was left by an attempt that died or by a run that did not
+     commit: the store is cut back there (``MessageStore(path, truncate_to=...)``) first.
+
+   Then it appends its rows and a task record, flushes (rows and record are durable together)
+   and closes the store.
+2. The driver's ``commit`` appends to every store the batch touched a commit record (query id,
+   batch id, the end offset, every queue's next offset, the last batch of every query that
+   wrote the store), after checking that every task's record is there and cutting away anything
+   past the last one; then it flushes, runs a cleanup pass (expired commit log files, see
+   ``fileReservedTime``) and closes the store. A store whose commit record already names the
+   batch is left alone, so a replayed commit writes nothing twice.
+
+Readers (``spark.read`` / ``spark.readStream`` of ``format("rocketstore")``) read a sink's store
+only up to its last commit record: rows of a batch being appended, or of one that died half-way,
+are never seen, and the sink's own topic is hidden.
+
+Options: ``stores``; ``lockTimeoutMs`` (default 600000: how long a task waits for a store another
+task of the same batch holds); the batch writer's ``queueSelector``, ``queueNums``,
+``compressionType``, ``compressLevel``, ``compressOver``; any store configuration keyword (e.g.
+``fileReservedTime``, ``mappedFileSizeCommitLog``).
 """
 
 from __future__ import annotations
@@ -29,45 +46,114 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import uuid
+import time
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from rocketstore._stores import TEMPORARY
-from rocketstore.exceptions import InvalidConfigError
-from rocketstore.spark._options import normalize
-from rocketstore.spark._writer import (
-    RocketStoreWriter,
-    StoreCommitMessage,
-    _fsync_dir,
-    _remove_tree,
+from rocketstore._stores import find_stores
+from rocketstore.exceptions import InvalidConfigError, StoreLockedError
+from rocketstore.spark._heap import freeze_worker_heap
+from rocketstore.spark._options import normalize, parse_int
+from rocketstore.spark._sink_log import (
+    Commit,
+    TaskRecord,
+    last_commit,
+    put_commit,
+    put_task,
+    tasks_since,
 )
+from rocketstore.spark._writer import RocketStoreWriter, _bad_statuses, _fsync_dir, _prepare
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-__all__ = ["BATCH_MANIFEST", "RocketStoreStreamWriter", "batch_dir_name"]
+    from rocketstore import MessageStore
 
-#: The per-batch manifest inside a published batch directory.
-BATCH_MANIFEST = "_BATCH"
-_STREAM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+__all__ = [
+    "SINK_METADATA",
+    "RocketStoreStreamWriter",
+    "SinkTaskMessage",
+    "sink_config",
+    "store_name",
+]
+
+#: The sink's metadata file in its root (JSON).
+SINK_METADATA = "_rocketstore_sink.json"
+#: Environment variable of the sink's failure injection (tests): ``batch:partition:rows:mode``
+#: makes the first attempt of that task fail after appending ``rows`` rows, by raising
+#: (``raise``) or by ending its Python worker at once (``exit``, as a killed executor).
+FAILPOINT_ENV = "ROCKETSTORE_SINK_FAILPOINT"
+
 #: Options of the streaming sink that are not the batch writer's.
-_STREAM_OPTIONS = ("streamid", "checkpointlocation", "queryname")
+_SINK_OPTIONS = ("stores", "locktimeoutms", "checkpointlocation", "queryname")
 
 
-def batch_dir_name(stream_id: str, batch_id: int) -> str:
-    """The directory a micro-batch is published as, e.g. ``stream-batch-0000000007``."""
-    return f"{stream_id}-batch-{batch_id:010d}"
+def store_name(index: int) -> str:
+    """The directory name of store ``index`` of a sink root, e.g. ``store-00003``."""
+    return f"store-{index:05d}"
+
+
+def sink_config(root: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The sink metadata of ``root`` (``stores``, ``config``), or None if it is not a sink root."""
+    try:
+        data = json.loads((Path(root) / SINK_METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class SinkTaskMessage(WriterCommitMessage):
+    """What a sink task reports to the driver."""
+
+    query: str
+    run: str
+    batch: int
+    partition: int
+    store: int
+    messages: int  # rows this task stored (or an earlier attempt of it did)
+    skipped: str | None  # why nothing was appended: "committed", "written" or None
+
+
+def _stream_identity() -> tuple[str, str, int, int, int]:
+    """(query id, run id, batch id, partition, attempt number) of the running sink task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("rocketstore stream sink: write() runs only in a Spark task")
+    query = ctx.getLocalProperty("sql.streaming.queryId")
+    run = ctx.getLocalProperty("spark.jobGroup.id")
+    batch = ctx.getLocalProperty("streaming.sql.batchId")
+    if not query or not run or batch is None:
+        raise RuntimeError(
+            "rocketstore stream sink: the task has no streaming query id, run id or batch id "
+            "(Spark sets them for micro-batch queries; continuous processing is not supported)"
+        )
+    return query, run, int(batch), ctx.partitionId(), ctx.attemptNumber()
+
+
+def _failpoint(batch: int, partition: int, attempt: int) -> tuple[int, str] | None:
+    spec = os.environ.get(FAILPOINT_ENV)
+    if not spec or attempt != 0:
+        return None
+    try:
+        b, p, rows, mode = spec.split(":")
+    except ValueError:
+        return None
+    if int(b) != batch or int(p) != partition:
+        return None
+    return int(rows), mode
 
 
 class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
-    """Writes each micro-batch's tasks into stores; ``commit`` publishes them exactly once.
+    """Appends each micro-batch to a fixed set of stores under the root, exactly once.
 
     Created on the driver by ``df.writeStream.format("rocketstore")`` (see the module docs).
 
@@ -76,137 +162,262 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         (
             events.writeStream.format("rocketstore")
             .option("checkpointLocation", "/data/ckpt")
-            .option("streamId", "orders")
+            .option("stores", 4)
+            .option("fileReservedTime", 48)  # hours a commit log file is kept
             .start("/data/stores")
         )
     """
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        own = {normalize(k): v for k, v in options.items() if normalize(k) in _STREAM_OPTIONS}
-        stream_id = own.get("streamid", "stream")
-        if not _STREAM_ID.match(stream_id):
+        own = {normalize(k): v for k, v in options.items() if normalize(k) in _SINK_OPTIONS}
+        rest = {k: v for k, v in options.items() if normalize(k) not in _SINK_OPTIONS}
+        if "streamid" in {normalize(k) for k in rest}:
             err = InvalidConfigError(
-                f"option 'streamId' must be 1-100 letters, digits, '-' or '_' (starting with a "
-                f"letter or digit), not {stream_id!r}"
+                "option 'streamId' is gone: the sink appends every micro-batch to the stores "
+                "under its root (option 'stores'); give each query its own root"
             )
             err.key = "streamId"
             raise err
-        self.stream_id = stream_id
-        rest = {k: v for k, v in options.items() if normalize(k) not in _STREAM_OPTIONS}
         self.writer = RocketStoreWriter(rest, schema, overwrite=False, live_marker=False)
-        # Task attempts write under _temporary/<streamId>-<uuid> (Spark may create several
-        # writer instances per query: one plans, copies write, another commits).
-        self.writer.job_id = f"{stream_id}-{uuid.uuid4().hex}"
+        self.stores = parse_int("stores", own.get("stores", "4"), minimum=1)
+        if self.stores > 10_000:
+            err = InvalidConfigError(f"option 'stores' must be 1-10000, not {self.stores}")
+            err.key = "stores"
+            raise err
+        self.lock_timeout_ms = parse_int(
+            "lockTimeoutMs", own.get("locktimeoutms", "600000"), minimum=0
+        )
+        self._init_root()
 
     @property
     def root(self) -> str:
-        """The store root."""
+        """The sink root."""
         return self.writer.root
 
-    # ---- executor side ----------------------------------------------------------------
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:  # type: ignore[override]
-        """Writes this task's rows of the micro-batch into a fresh store (executor side)."""
-        return self.writer.write(iterator)
-
-    # ---- driver side ------------------------------------------------------------------
-
-    def _committed(self, batch_id: int) -> bool:
-        """True if ``batch_id`` of this stream is already published."""
-        published = Path(self.root) / batch_dir_name(self.stream_id, batch_id)
-        if published.is_dir():
-            self._repair_manifest(published)
-            return True
-        last = self.writer._existing_streams().get(self.stream_id)
-        return isinstance(last, dict) and int(last.get("batch_id", -1)) >= batch_id
-
-    def _repair_manifest(self, published: Path) -> None:
-        """Adds a published batch to the manifest if the driver died before it did."""
+    def _init_root(self) -> None:
+        """Creates the sink metadata, or checks the root's against the options (driver side)."""
         root = Path(self.root)
-        kept = self.writer._existing_manifest()
-        listed = {str(e.get("path")) for e in kept}
-        try:
-            batch = json.loads((published / BATCH_MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return
-        entries = [e for e in batch.get("stores", []) if str(e.get("path")) not in listed]
-        if not entries:
-            return
-        streams = self.writer._existing_streams()
-        streams[self.stream_id] = batch.get("stream", {})
-        with contextlib.suppress(OSError):
-            self.writer._write_manifest(kept + entries, streams)
-        _fsync_dir(root)
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Publishes the micro-batch as one directory, unless it already was (driver side)."""
-        root = Path(self.root)
-        ours: list[StoreCommitMessage] = []
-        for m in messages:
-            if not isinstance(m, StoreCommitMessage):
-                raise RuntimeError(
-                    f"rocketstore stream writer: commit got {type(m).__name__} instead of a "
-                    "StoreCommitMessage; nothing was published"
+        recorded = sink_config(root)
+        if recorded is not None:
+            if int(recorded.get("stores", -1)) != self.stores:
+                err = InvalidConfigError(
+                    f"option 'stores' is {self.stores} but the sink root {root} holds "
+                    f"{recorded.get('stores')} stores (see {SINK_METADATA}); rows of a replayed "
+                    "micro-batch must go to the stores they went to before"
                 )
-            ours.append(m)
-        root.mkdir(parents=True, exist_ok=True)
-        if self._committed(batchId):  # a replay after a restart: already stored once
-            self._cleanup()
+                err.key = "stores"
+                raise err
             return
-        name = batch_dir_name(self.stream_id, batchId)
-        staging = self.writer.job_dir / f"batch-{batchId}"
-        _remove_tree(staging)
-        staging.mkdir(parents=True)
-        progress = {
-            "batch_id": batchId,
-            "committed_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        entries: list[dict[str, Any]] = []
-        index = 0
-        for m in sorted(ours, key=lambda m: m.partition):
-            if m.path is None:
-                continue
-            os.rename(m.path, staging / f"store-{index:05d}")
-            entries.append(
-                {
-                    "path": f"{name}/store-{index:05d}",
-                    "job_id": self.writer.job_id,
-                    "stream": self.stream_id,
-                    "batch_id": batchId,
-                    "partition": m.partition,
-                    "task_attempt": m.task_attempt,
-                    **m.stats,
-                    "config": dict(sorted(self.writer.config.items())),
-                }
+        if root.is_dir() and find_stores(root):
+            err = InvalidConfigError(
+                f"{root} already holds stores that the stream sink did not write (no "
+                f"{SINK_METADATA}); write the stream to a new directory"
             )
-            index += 1
-        with (staging / BATCH_MANIFEST).open("w", encoding="utf-8") as f:
-            json.dump({"stream": progress, "stores": entries}, f, indent=1)
+            err.key = "path"
+            raise err
+        root.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": "rocketstore-stream-sink",
+            "version": 1,
+            "stores": self.stores,
+            "config": dict(sorted(self.writer.config.items())),
+        }
+        tmp = root / f".{SINK_METADATA}.{os.getpid()}.tmp"
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(staging)
-        os.rename(staging, root / name)  # the commit point
+        os.replace(tmp, root / SINK_METADATA)
         _fsync_dir(root)
-        streams = self.writer._existing_streams()
-        streams[self.stream_id] = progress
-        self.writer._write_manifest(self.writer._existing_manifest() + entries, streams)
-        self._cleanup()
 
-    def _cleanup(self) -> None:
-        """Deletes everything this stream has under ``_temporary``.
+    def store_path(self, index: int) -> Path:
+        """The directory of store ``index``."""
+        return Path(self.root) / store_name(index)
 
-        Micro-batches of one stream run one at a time, so at a commit or an abort every
-        attempt directory of the stream is either published or garbage (a failed or
-        speculative attempt, a batch that failed, a run that was killed).
+    # ---- opening a store ----------------------------------------------------------------
+
+    def _open(self, path: Path, truncate_to: int | None = None) -> MessageStore:
+        """Opens a store for writing, waiting while another writer holds it."""
+        from rocketstore import MessageStore
+
+        config: dict[str, Any] = dict(self.writer.config)
+        config.setdefault("populate_mapped_file", False)
+        config.setdefault("pwrite_commit_log", True)
+        deadline = time.monotonic() + self.lock_timeout_ms / 1000
+        delay = 0.01
+        while True:
+            try:
+                return MessageStore(path, truncate_to=truncate_to, **config)
+            except StoreLockedError as e:
+                if time.monotonic() >= deadline:
+                    e.add_note(
+                        f"rocketstore stream sink: {path} stayed locked for {self.lock_timeout_ms}"
+                        " ms (option lockTimeoutMs); is another query writing to this root?"
+                    )
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+
+    @staticmethod
+    def _kept(
+        store: MessageStore, query: str, run: str, batch: int
+    ) -> tuple[Commit | None, int, list[TaskRecord]]:
+        """The last commit, the end of what may be kept, and this batch attempt's task records.
+
+        Kept: everything up to the last commit record, then the task records of this query, run
+        and batch that follow it without a gap of records of any other attempt.
         """
-        temporary = Path(self.root) / TEMPORARY
-        if temporary.is_dir():
-            for old in temporary.glob(f"{self.stream_id}-*"):
-                _remove_tree(old)
-        with contextlib.suppress(OSError):  # only if no other job is running
-            temporary.rmdir()
+        commit = last_commit(store)
+        keep = commit.after if commit is not None else store.min_commitlog_offset()
+        ours: list[TaskRecord] = []
+        for t in tasks_since(store, keep):
+            if (t.query, t.run, t.batch) != (query, run, batch):
+                break
+            ours.append(t)
+            keep = t.after
+        return commit, keep, ours
+
+    def _cut_to(self, store: MessageStore, path: Path, keep: int) -> MessageStore:
+        """``store`` reopened with everything past ``keep`` cut away (or as is)."""
+        if store.max_commitlog_offset() <= keep:
+            return store
+        store.close()
+        return self._open(path, truncate_to=keep)
+
+    # ---- executor side ----------------------------------------------------------------
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkTaskMessage:  # type: ignore[override]
+        """Appends this task's rows to its store, unless they are there already."""
+        freeze_worker_heap()
+        query, run, batch, partition, attempt = _stream_identity()
+        index = (partition + batch) % self.stores
+        batches = (b for b in iterator if b.num_rows > 0)
+        first = next(batches, None)
+        if first is None:
+            return SinkTaskMessage(query, run, batch, partition, index, 0, None)
+        path = self.store_path(index)
+        store = self._open(path)
+        try:
+            commit, keep, ours = self._kept(store, query, run, batch)
+            if commit is not None and commit.committed(query, batch):
+                return SinkTaskMessage(query, run, batch, partition, index, 0, "committed")
+            done = [t for t in ours if t.partition == partition]
+            if done:
+                return SinkTaskMessage(
+                    query, run, batch, partition, index, done[0].messages, "written"
+                )
+            store = self._cut_to(store, path, keep)
+            rows = self._append(store, _chain(first, batches), (partition, batch, attempt))
+            put_task(
+                store,
+                query=query,
+                run=run,
+                batch=batch,
+                partition=partition,
+                attempt=attempt,
+                messages=rows,
+            )
+            store.flush()
+        finally:
+            store.close()
+        return SinkTaskMessage(query, run, batch, partition, index, rows, None)
+
+    def _append(
+        self,
+        store: MessageStore,
+        batches: Iterator[pa.RecordBatch],
+        task: tuple[int, int, int],
+    ) -> int:
+        """Puts the task's rows; returns how many. ``task``: (partition, batch id, attempt)."""
+        partition, batch_id, attempt = task
+        w = self.writer
+        counter = partition % w.queue_nums
+        row = 0
+        fail = _failpoint(batch_id, partition, attempt)
+        for batch in batches:
+            table, _digest, counter = _prepare(batch, w.selector, w.queue_nums, counter)
+            if fail is not None and row + table.num_rows > fail[0]:
+                table = table.slice(0, max(0, fail[0] - row))
+            try:
+                results = store.put_batch(table, **w.compress)
+            except Exception as e:
+                e.add_note(
+                    f"rocketstore stream sink: Spark partition {partition} of micro-batch "
+                    f"{batch_id}, rows {row}..{row + table.num_rows - 1} of the task; the batch "
+                    "is not committed"
+                )
+                raise
+            bad = _bad_statuses(results)
+            if bad:
+                raise OSError(
+                    f"rocketstore stream sink: put_batch returned {bad} for rows {row}.. of Spark "
+                    f"partition {partition} of micro-batch {batch_id}"
+                )
+            row += table.num_rows
+            if fail is not None and row >= fail[0]:
+                if fail[1] == "exit":
+                    os._exit(17)  # as a killed executor: no close, no cleanup
+                raise RuntimeError(
+                    f"rocketstore stream sink: injected failure ({FAILPOINT_ENV}) after {row} "
+                    f"rows of partition {partition} of micro-batch {batch_id}"
+                )
+        return row
+
+    # ---- driver side ------------------------------------------------------------------
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Appends the batch's commit record to every store its tasks wrote (driver side)."""
+        ours: list[SinkTaskMessage] = []
+        for m in messages:
+            if not isinstance(m, SinkTaskMessage):
+                raise RuntimeError(
+                    f"rocketstore stream sink: commit got {type(m).__name__} instead of a "
+                    "SinkTaskMessage; the micro-batch is not committed"
+                )
+            ours.append(m)
+        touched: dict[int, list[SinkTaskMessage]] = {}
+        for m in ours:
+            if m.messages > 0 or m.skipped is not None:
+                touched.setdefault(m.store, []).append(m)
+        if not touched:
+            return
+        jobs = sorted(touched.items())
+        with ThreadPoolExecutor(max_workers=min(len(jobs), 8)) as pool:
+            for f in [pool.submit(self._commit_store, i, ms, batchId) for i, ms in jobs]:
+                f.result()
+
+    def _commit_store(self, index: int, messages: list[SinkTaskMessage], batch: int) -> None:
+        query, run = messages[0].query, messages[0].run
+        path = self.store_path(index)
+        store = self._open(path)
+        try:
+            commit, keep, ours = self._kept(store, query, run, batch)
+            if commit is not None and commit.committed(query, batch):
+                return
+            found = {t.partition for t in ours}
+            missing = sorted({m.partition for m in messages} - found)
+            if missing:
+                raise RuntimeError(
+                    f"rocketstore stream sink: {path} lacks the rows of Spark partitions "
+                    f"{missing} of micro-batch {batch} (their task records are not there); "
+                    "the micro-batch is not committed"
+                )
+            store = self._cut_to(store, path, keep)
+            put_commit(
+                store, commit, query=query, batch=batch, messages=sum(t.messages for t in ours)
+            )
+            store.flush()
+            with contextlib.suppress(Exception):  # retention must never fail a commit
+                store.delete_expired_files()
+        finally:
+            store.close()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Deletes every store this micro-batch's tasks wrote; publishes nothing."""
-        self._cleanup()
+        """Nothing to undo: rows past a store's last commit record are invisible to readers
+        and cut away by the next writer of the store."""
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest

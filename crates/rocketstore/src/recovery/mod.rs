@@ -29,6 +29,7 @@
 pub(crate) mod accept;
 mod by_topic;
 pub(crate) mod cq_check;
+mod cut;
 pub(crate) mod index_check;
 pub(crate) mod quarantine;
 pub(crate) mod queues;
@@ -114,6 +115,8 @@ pub(crate) struct Recovery<'a> {
     /// The checkpoint's recovery window (writable opens after a crash only).
     pub(crate) window: Option<RecoveryWindow>,
     pub(crate) read_only: bool,
+    /// A record boundary to cut the commit log back to (`Store::open_truncated`, see [`cut`]).
+    pub(crate) cut: Option<u64>,
 }
 
 /// The result of step 2: where the walk started and ended, and what it noted on the way.
@@ -151,7 +154,7 @@ impl Recovery<'_> {
     pub(crate) fn run(&self) -> Result<RecoveryReport> {
         let files = self.log.queue().len();
         self.cqs.recover_all()?; // 1
-        let walk = self.walk(); // 2
+        let walk = self.apply_cut(self.walk())?; // 2 (and a requested cut)
         let quarantine_dir = quarantine::check_or_quarantine(
             self.log
                 .queue()
