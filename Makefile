@@ -95,44 +95,56 @@ $(NATIVE_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
 		$(VENV_BIN)/maturin develop --release --locked
 	@touch $@
 
-# ---- the JVM Spark reader: jvm/ (Java, javac) + crates/rocketstore-jni (the .so) -----------
-# Both land in python/rocketstore/spark/jvm/ (gitignored), where rocketstore.spark finds them
-# and adds them to the sessions it builds. Without javac the jar is skipped (with a note) and
-# reads fall back to the Python data source.
+# ---- the JVM Spark connector: jvm/ (Java, javac) + crates/rocketstore-jni (the .so) ---------
+# One jar, python/rocketstore/spark/jvm/rocketstore-spark.jar (gitignored; the wheel ships it),
+# holding the classes and, as the resource rocketstore/spark/native/linux-<arch>/, the native
+# library, which every JVM that has the jar (the driver's and each executor's) loads from it.
+# `make jvm` packs the library built here (this machine's glibc); `make wheel` packs one linked by
+# zig against glibc 2.28's symbols, as the extension is. Without javac the jar is skipped (with a
+# note) and Spark jobs use the Python data source.
 JVM_DIR      := python/rocketstore/spark/jvm
 JVM_JAR      := $(JVM_DIR)/rocketstore-spark.jar
-JVM_LIB      := $(JVM_DIR)/librocketstore_jni.so
 JVM_SOURCES  := $(shell find jvm/src -type f 2>/dev/null)
 CARGO_TARGET := $(or $(CARGO_TARGET_DIR),target)
+JVM_LIB      := $(VENV)/jni/librocketstore_jni.so
+ARCH         := $(shell uname -m)
+JNI_RESOURCE := rocketstore/spark/native/linux-$(ARCH)
 
 $(JVM_LIB): $(DEPS_STAMP) $(RUST_INPUTS)
-	$(call say,Building the JVM reader's native library (crates/rocketstore-jni, release))
+	$(call say,Building the JVM connector's native library (crates/rocketstore-jni, release))
 	@# As maturin builds the extension: the library alone, as a cdylib. Its dependencies are then
 	@# compiled as for the extension (bitcode only, for the cdylib's LTO), so the build reuses them
 	@# (tests/check_shared_builds.py); with the crate's rlib as well they would be compiled again.
 	$(CARGO) rustc $(LOCKED) --release -p rocketstore-jni --lib --crate-type cdylib
-	@mkdir -p $(JVM_DIR)
+	@mkdir -p $(dir $@)
 	@# Debug info off (41 MB -> a few MB); the symbol table stays for profilers.
 	@if command -v strip >/dev/null 2>&1; then \
 		strip --strip-debug -o $@ $(CARGO_TARGET)/release/librocketstore_jni.so; \
 	else cp $(CARGO_TARGET)/release/librocketstore_jni.so $@; fi
 
-$(JVM_JAR): $(DEPS_STAMP) $(JVM_SOURCES)
+# pack-jar LIB: compiles jvm/ against PySpark's jars and writes $(JVM_JAR) with LIB inside.
+define pack-jar
 	@javac="$${JAVA_HOME:+$$JAVA_HOME/bin/}javac"; jar="$${JAVA_HOME:+$$JAVA_HOME/bin/}jar"; \
 	if ! command -v "$$javac" >/dev/null 2>&1 || ! command -v "$$jar" >/dev/null 2>&1; then \
-		echo "NOTE: no javac/jar: the JVM Spark reader is not built; reads use the Python data source."; \
+		echo "NOTE: no javac/jar: the JVM Spark connector is not built; Spark jobs use the Python data source."; \
 		exit 0; \
 	fi; \
-	printf '\n==> %s\n' "Compiling the JVM Spark reader (jvm/) against PySpark's jars into $@"; \
+	printf '\n==> %s\n' "Compiling the JVM Spark connector (jvm/) against PySpark's jars into $(JVM_JAR), with $(1)"; \
 	jars="$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"; \
 	out="$$(mktemp -d)"; trap 'rm -rf "$$out"' EXIT; \
 	"$$javac" --release 17 -Xlint:all -Xlint:-path -Xlint:-classfile -Xlint:-serial -Werror \
 		-d "$$out" -cp "$$jars/*" $$(find jvm/src/main/java -name '*.java'); \
-	cp -r jvm/src/main/resources/. "$$out/"; \
-	mkdir -p $(JVM_DIR); \
-	"$$jar" --create --file $@ -C "$$out" .
+	if [ -d jvm/src/main/resources ]; then cp -r jvm/src/main/resources/. "$$out/"; fi; \
+	mkdir -p "$$out/$(JNI_RESOURCE)" $(JVM_DIR); \
+	cp $(1) "$$out/$(JNI_RESOURCE)/librocketstore_jni.so"; \
+	rm -f $(JVM_DIR)/librocketstore_jni.so; \
+	"$$jar" --create --file $(JVM_JAR).tmp -C "$$out" . && mv $(JVM_JAR).tmp $(JVM_JAR)
+endef
 
-jvm: $(JVM_JAR) $(JVM_LIB) ## Build the JVM Spark reader (jar + native library) into python/rocketstore/spark/jvm/
+$(JVM_JAR): $(DEPS_STAMP) $(JVM_SOURCES) $(JVM_LIB)
+	$(call pack-jar,$(JVM_LIB))
+
+jvm: $(JVM_JAR) ## Build the JVM Spark connector (one jar, the native library inside) into python/rocketstore/spark/jvm/
 
 build: $(NATIVE_STAMP) jvm ## Create .venv and build + install the extension and the JVM reader (then use .venv/bin/python)
 	@$(PY) -c 'import rocketstore._native as n; print(f"\n==> Ready: rocketstore._native {n.__version__} imports in $(VENV)/bin/python")'
@@ -148,16 +160,37 @@ WHEEL_COMPAT := manylinux_2_28
 WHEEL_STAMP  := $(DIST)/.wheel.stamp
 PY_INPUTS    := $(shell find python -type f \( -name '*.py' -o -name '*.pyi' -o -name py.typed \) 2>/dev/null)
 
-$(WHEEL_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) $(PY_INPUTS) pyproject.toml README.md tests/check_wheel.py
-	$(call say,Building the release wheel into $(DIST)/: $(WHEEL_COMPAT) abi3 linked by zig (cargo --locked))
+# The wheel's jar carries a JNI library linked like the extension: zig (through maturin's own
+# `maturin zig cc` wrapper, as `maturin build --zig` does) against glibc 2.28's symbols, for the
+# C code of its dependencies (zstd) as well. It is built in a target directory of its own, so
+# that it and the host builds never rebuild each other's dependencies.
+ZIG_TRIPLE   := $(ARCH)-linux-gnu.2.28
+RUST_TRIPLE  := $(ARCH)-unknown-linux-gnu
+RUST_TRIPLE_ENV := $(subst -,_,$(RUST_TRIPLE))
+ZIG_TARGET   := $(CARGO_TARGET)/jni-zig
+ZIG_WRAPPERS := $(abspath $(VENV))/zig-jni
+WHEEL_JNI    := $(ZIG_TARGET)/$(RUST_TRIPLE)/release/librocketstore_jni.so
+
+$(WHEEL_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) $(PY_INPUTS) $(JVM_SOURCES) pyproject.toml README.md tests/check_wheel.py
+	$(call say,Building the JVM connector's native library for the wheel: $(RUST_TRIPLE) linked by zig against glibc 2.28 ($(ZIG_TARGET)))
+	@mkdir -p $(ZIG_WRAPPERS)
+	@printf '#!/bin/sh\nexec "%s" zig cc -- -target $(ZIG_TRIPLE) "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/cc
+	@printf '#!/bin/sh\nexec "%s" zig ar -- "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/ar
+	@chmod +x $(ZIG_WRAPPERS)/cc $(ZIG_WRAPPERS)/ar
+	PATH="$(abspath $(VENV_BIN)):$$PATH" CC_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/cc AR_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/ar \
+		CARGO_TARGET_$(shell echo $(RUST_TRIPLE_ENV) | tr a-z A-Z)_LINKER=$(ZIG_WRAPPERS)/cc \
+		$(CARGO) rustc $(LOCKED) --release --target $(RUST_TRIPLE) --target-dir $(ZIG_TARGET) \
+		-p rocketstore-jni --lib --crate-type cdylib -- -C strip=debuginfo
+	$(call pack-jar,$(WHEEL_JNI))
+	$(call say,Building the release wheel into $(DIST)/: $(WHEEL_COMPAT) abi3 linked by zig (cargo --locked), with the JVM connector's jar)
 	rm -rf "$(DIST)"
 	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV_BIN)):$$PATH" \
 		$(VENV_BIN)/maturin build --release --locked --strip --zig --compatibility $(WHEEL_COMPAT) \
 		--interpreter $(PY) --out $(DIST)
 	$(call say,Building the sdist into $(DIST)/)
 	$(VENV_BIN)/maturin sdist --out $(DIST)
-	$(call say,Checking $(DIST)/ (tests/check_wheel.py): tags; ELF libraries and GLIBC_ versions <= 2.28; auditwheel show; sdist files)
-	$(PY) tests/check_wheel.py --max-glibc 2.28 --require-sdist $(DIST)
+	$(call say,Checking $(DIST)/ (tests/check_wheel.py): tags; ELF libraries and GLIBC_ versions <= 2.28 (the extension and the jar's JNI library); auditwheel show; sdist files)
+	$(PY) tests/check_wheel.py --max-glibc 2.28 --require-sdist --require-jvm $(DIST)
 	@touch $@
 
 wheel: $(WHEEL_STAMP) ## Build and check dist/: a manylinux_2_28 abi3 wheel (maturin --zig) and an sdist

@@ -15,6 +15,11 @@ Arguments are wheel/sdist files or directories holding them. Each wheel (manylin
   platform guarantees (glibc's libc, libm, libdl, libpthread, librt, libgcc_s and loader; musl's
   ``libc.so``; or libraries vendored in ``rocketstore.libs/``; never libpython), with no
   ``GLIBC_`` symbol version above ``--max-glibc`` (none at all for musl), read with pyelftools;
+* the JVM connector, ``rocketstore/spark/jvm/rocketstore-spark.jar`` (required with
+  ``--require-jvm``, as ``make wheel`` passes): ``rocketstore/DefaultSource.class``, no
+  ``DataSourceRegister`` service, and for the wheel's architecture the JNI library
+  ``rocketstore/spark/native/linux-<arch>/librocketstore_jni.so``, whose ELF is checked as the
+  extension's is; with it, the classpath hook ``_rocketstore_spark_jvm.py`` and its ``.pth``;
 * ``auditwheel show`` (printed, then read as JSON): platform tag within the limit, no external
   library left to vendor, no ``GLIBC_`` version above the limit.
 
@@ -49,6 +54,7 @@ __all__ = [
     "MUSLLINUX_LIBRARIES",
     "Policy",
     "check_elf",
+    "check_jar",
     "check_paths",
     "check_sdist",
     "check_tags",
@@ -91,6 +97,12 @@ SDIST_REQUIRED = (
     "python/rocketstore/spark/__init__.py",
     "python/pyspark_rocketstore/__init__.py",
 )
+
+#: The JVM connector's jar in the wheel, and what puts it on Spark's classpath.
+JAR = "rocketstore/spark/jvm/rocketstore-spark.jar"
+PTH = "rocketstore_spark_jvm.pth"
+CLASSPATH_MODULE = "_rocketstore_spark_jvm.py"
+REGISTER_SERVICE = "org.apache.spark.sql.sources.DataSourceRegister"
 
 _GLIBC = re.compile(r"^GLIBC_(\d+)\.(\d+)(?:\.\d+)?$")
 
@@ -189,8 +201,11 @@ def check_elf(
     return problems
 
 
-def check_wheel(wheel: Path, policy: Policy = MANYLINUX_2_28) -> tuple[list[str], str]:
-    """Problems with one wheel file (tags, metadata, ELF), and its version."""
+def check_wheel(
+    wheel: Path, policy: Policy = MANYLINUX_2_28, *, require_jvm: bool = False
+) -> tuple[list[str], str]:
+    """Problems with one wheel file (tags, metadata, ELF, the JVM connector's jar when there is
+    one, or always with ``require_jvm``), and its version."""
     name, version, _build, tags = parse_wheel_filename(wheel.name)
     problems = [] if name == "rocketstore" else [f"{wheel.name}: project name is {name}"]
     problems += check_tags(tags, policy)
@@ -214,7 +229,40 @@ def check_wheel(wheel: Path, policy: Policy = MANYLINUX_2_28) -> tuple[list[str]
         vendored_names = [Path(n).name for n in vendored]
         for module in modules:
             problems += check_elf(zf.read(module), module, policy, vendored_names)
+        if JAR in names:
+            problems += check_jar(zf.read(JAR), tags, policy)
+        elif require_jvm:
+            problems.append(f"{wheel.name}: no JVM connector {JAR}")
+        if require_jvm:
+            problems += [
+                f"{wheel.name}: no {f} (the JVM connector's classpath hook)"
+                for f in (f"rocketstore-{version}.data/purelib/{PTH}", CLASSPATH_MODULE)
+                if f not in names
+            ]
     return problems, str(version)
+
+
+def check_jar(data: bytes, tags: Iterable[Tag], policy: Policy = MANYLINUX_2_28) -> list[str]:
+    """Problems with the JVM connector's jar: its entry class, no ``DataSourceRegister``
+    service (that would be loaded for every format), and, for each architecture of ``tags``,
+    the JNI library inside, checked as an extension module is (:func:`check_elf`)."""
+    problems = []
+    with zipfile.ZipFile(io.BytesIO(data)) as jar:
+        names = set(jar.namelist())
+        if "rocketstore/DefaultSource.class" not in names:
+            problems.append(f"{JAR}: no rocketstore/DefaultSource.class")
+        if f"META-INF/services/{REGISTER_SERVICE}" in names:
+            problems.append(f"{JAR}: registers a {REGISTER_SERVICE} service")
+        arches = sorted({m[1] for t in tags if (m := re.search(r"(x86_64|aarch64)$", t.platform))})
+        if not arches:
+            problems.append(f"{JAR}: no x86_64/aarch64 platform tag to check its library for")
+        for arch in arches:
+            lib = f"rocketstore/spark/native/linux-{arch}/librocketstore_jni.so"
+            if lib not in names:
+                problems.append(f"{JAR}: no {lib}")
+            else:
+                problems += check_elf(jar.read(lib), f"{JAR}!/{lib}", policy)
+    return problems
 
 
 def check_auditwheel(wheel: Path, policy: Policy = MANYLINUX_2_28) -> list[str]:
@@ -255,7 +303,9 @@ def check_sdist(sdist: Path, version: str | None = None) -> list[str]:
     return problems
 
 
-def check_paths(paths: Iterable[Path], policy: Policy, *, require_sdist: bool) -> list[str]:
+def check_paths(
+    paths: Iterable[Path], policy: Policy, *, require_sdist: bool, require_jvm: bool = False
+) -> list[str]:
     """Every problem with the wheels and sdists at ``paths`` (files or directories)."""
     files: list[Path] = []
     for p in paths:
@@ -270,7 +320,7 @@ def check_paths(paths: Iterable[Path], policy: Policy, *, require_sdist: bool) -
     versions: set[str] = set()
     for wheel in wheels:
         print(f"==> {wheel.name}")
-        found, version = check_wheel(wheel, policy)
+        found, version = check_wheel(wheel, policy, require_jvm=require_jvm)
         problems += found + check_auditwheel(wheel, policy)
         versions.add(version)
     for sdist in sdists:
@@ -288,12 +338,17 @@ def main(argv: list[str] | None = None) -> int:
     family.add_argument("--max-glibc", default="2.28", help="manylinux: highest glibc (2.28)")
     family.add_argument("--musllinux", metavar="X.Y", help="musllinux wheels: highest musl")
     parser.add_argument("--require-sdist", action="store_true", help="exactly 1 wheel + 1 sdist")
+    parser.add_argument(
+        "--require-jvm", action="store_true", help="each wheel must carry the JVM connector"
+    )
     args = parser.parse_args(argv)
     if args.musllinux:
         policy = Policy("musllinux", _version(args.musllinux))
     else:
         policy = Policy("manylinux", _version(args.max_glibc))
-    problems = check_paths(args.paths, policy, require_sdist=args.require_sdist)
+    problems = check_paths(
+        args.paths, policy, require_sdist=args.require_sdist, require_jvm=args.require_jvm
+    )
     for p in problems:
         print(f"ERROR: {p}", file=sys.stderr)
     if not problems:

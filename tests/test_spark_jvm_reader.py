@@ -200,14 +200,43 @@ def test_a_missing_store_is_a_clear_error(jvm: SparkSession, tmp_path: Path) -> 
 def test_without_the_built_files_nothing_is_added(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A build without Java (no jar): the sessions get no JVM reader settings, so
+    """A build without Java (no jar): nothing is added to Spark's settings or environment, so
     ``format("rocketstore")`` is the Python data source for everything."""
     monkeypatch.setattr(_jvm, "JVM_DIR", tmp_path)
+    monkeypatch.delenv(_jvm.ENV_SWITCH, raising=False)
     assert jvm_reader_files() is None
     assert jvm_reader_conf("a.jar") == {}
+    env: dict[str, str] = {}
+    assert not _jvm.add_to_launch_environment(env)
+    assert env == {}
     (tmp_path / "rocketstore-spark.jar").write_bytes(b"")
-    (tmp_path / "librocketstore_jni.so").write_bytes(b"")
-    monkeypatch.delenv("ROCKETSTORE_JNI_LIBRARY", raising=False)
     conf = jvm_reader_conf("a.jar")
-    assert conf["spark.jars"] == f"a.jar,{tmp_path / 'rocketstore-spark.jar'}"
-    assert conf["spark.executorEnv.ROCKETSTORE_JNI_LIBRARY"].endswith("librocketstore_jni.so")
+    assert conf == {"spark.jars": f"a.jar,{tmp_path / 'rocketstore-spark.jar'}"}
+
+
+def test_the_jar_goes_on_the_launch_classpath_once_unless_switched_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before a session: the jar is appended to ``SPARK_DIST_CLASSPATH`` (kept entries first,
+    never twice); ``ROCKETSTORE_SPARK_JVM=0`` adds nothing."""
+    monkeypatch.setattr(_jvm, "JVM_DIR", tmp_path)
+    monkeypatch.delenv(_jvm.ENV_SWITCH, raising=False)
+    jar = tmp_path / "rocketstore-spark.jar"
+    jar.write_bytes(b"")
+    env = {"SPARK_DIST_CLASSPATH": "/opt/hadoop/*"}
+    assert _jvm.add_to_launch_environment(env)
+    assert _jvm.add_to_launch_environment(env)
+    assert env["SPARK_DIST_CLASSPATH"] == f"/opt/hadoop/*:{jar}"
+    for off in ("0", "false", "OFF", "no"):
+        monkeypatch.setenv(_jvm.ENV_SWITCH, off)
+        env = {}
+        assert not _jvm.add_to_launch_environment(env)
+        assert env == {}
+        assert jvm_reader_conf() == {}
+
+
+def test_the_running_session_has_the_connector(jvm: SparkSession) -> None:
+    """The test session (started with the jar in ``spark.jars``): ``add_to_session`` finds the
+    connector there and adds nothing."""
+    assert _jvm.session_has_connector(jvm)
+    assert _jvm.add_to_session(jvm)

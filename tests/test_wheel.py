@@ -15,10 +15,14 @@ The checker's own rules are tested on made-up tags and symbol versions.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import platform
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.tags import Tag
@@ -37,6 +41,7 @@ import rocketstore
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "dist"
+ORDER_JOB = Path(__file__).resolve().parent / "jvm_order_job.py"
 
 #: What the spark extra pulls in: pinned to this environment's versions, which pip has cached.
 PINNED = ("pyspark", "py4j", "pyarrow", "pandas", "numpy")
@@ -94,6 +99,8 @@ def test_the_built_wheel_passes_the_checker() -> None:
     problems, version = check_wheel(wheel, MANYLINUX_2_28)
     assert problems == []
     assert version == rocketstore.__version__
+    problems, _ = check_wheel(wheel, MANYLINUX_2_28, require_jvm=True)
+    assert problems == []
 
 
 # --------------------------------------------------------------------------------------
@@ -101,15 +108,16 @@ def test_the_built_wheel_passes_the_checker() -> None:
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.spark
-def test_wheel_runs_put_arrow_lookup_and_spark_in_a_bare_unactivated_venv(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtualenv with the wheel and its ``spark`` extra (nothing else); its python."""
     from tests.conftest import _java_major_version
 
     wheel = _wheel()
     major = _java_major_version()
     if major is None or major < 17:
         skip_or_fail(f"needs Java 17+ (found {major})")
-
+    tmp_path = tmp_path_factory.mktemp("wheel-venv")
     python = bare_venv(tmp_path / "venv")
     constraints = tmp_path / "constraints.txt"
     constraints.write_text(
@@ -130,12 +138,19 @@ def test_wheel_runs_put_arrow_lookup_and_spark_in_a_bare_unactivated_venv(tmp_pa
     )  # fmt: skip
     assert install.returncode == 0, install.stdout[-4000:] + install.stderr[-4000:]
     assert "Building wheel for rocketstore" not in install.stdout  # installed, not compiled
+    return python
 
+
+@pytest.mark.spark
+def test_wheel_runs_put_arrow_lookup_and_spark_in_a_bare_unactivated_venv(
+    wheel_venv: Path, tmp_path: Path
+) -> None:
+    python = wheel_venv
     decoy = decoy_path(tmp_path / "decoy", bare_venv(tmp_path / "bare"))
     report = run_job(python, tmp_path / "work", unactivated_env(first_on_path=decoy))
 
     site = Path(report["rocketstore_file"]).resolve()
-    assert site.is_relative_to((tmp_path / "venv").resolve()), site
+    assert site.is_relative_to(python.parent.parent.resolve()), site
     assert not [p for p in report["sys_path"] if p and Path(p).resolve().is_relative_to(ROOT)]
     assert report["executable"] == str(python)
     assert report["version"] == rocketstore.__version__
@@ -144,3 +159,87 @@ def test_wheel_runs_put_arrow_lookup_and_spark_in_a_bare_unactivated_venv(tmp_pa
     assert report["lookup"] == ["hello wheel"]
     assert report["worker_python"] == str(python)
     assert report["spark_bodies"] == ["spark-0", "spark-1", "spark-2"]
+
+
+def _run_order_job(python: Path, order: str, work: Path, **env: str) -> tuple[dict[str, Any], str]:
+    """Runs tests/jvm_order_job.py with the wheel's interpreter; its report and stderr."""
+    work.mkdir(parents=True)
+    script = work / ORDER_JOB.name
+    shutil.copyfile(ORDER_JOB, script)
+    environ = {**unactivated_env(), "PYSPARK_PYTHON": str(python), **env}
+    proc = subprocess.run(
+        [str(python), str(script), order, str(work)],
+        cwd=work,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-8000:]}"
+    assert proc.returncode == 0, output
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report, proc.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("order", ["before", "after", "never"])
+def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
+    wheel_venv: Path, tmp_path: Path, order: str
+) -> None:
+    """``import rocketstore.spark`` before the session, after it, or never: a plain
+    ``SparkSession.builder.master("local[2]").getOrCreate()`` reads with the JVM scan and writes
+    with the JVM writer; with ``spark.rocketstore.jvm=false`` the Python data source serves
+    both and says why once, in one line."""
+    report, stderr = _run_order_job(wheel_venv, order, tmp_path / "work")
+    assert report["imported"] == (order != "never")
+    want = {"Tag0": 667, "Tag1": 667, "Tag2": 666}
+    assert report["default"]["counts"] == want
+    assert "rocketstore JVM reader [tags, body]" in report["default"]["read_plan"]
+    assert report["off"]["counts"] == want
+    assert "(Python)" in report["off"]["read_plan"], report["off"]["read_plan"]
+    assert "JVM reader" not in report["off"]["read_plan"]
+    jvm_write, python_write = report["write_plans"]
+    assert "rocketstore JVM writer" in jvm_write, jvm_write
+    assert "rocketstore JVM writer" not in python_write, python_write
+    notices = [line for line in stderr.splitlines() if "Python data source serves" in line]
+    assert len(notices) == 2, stderr[-4000:]  # reads and writes, each once
+    for what, notice in zip(("writes", "reads"), notices, strict=True):
+        assert f"the Python data source serves {what} (not the JVM connector): " in notice
+        assert notice.endswith("spark.rocketstore.jvm=false"), notice
+
+
+@pytest.mark.spark
+def test_the_environment_switch_keeps_the_jar_out(wheel_venv: Path, tmp_path: Path) -> None:
+    """``ROCKETSTORE_SPARK_JVM=0``: no JVM connector in the session; ``import rocketstore.spark``
+    says so once, in one line, and the Python data source serves the jobs."""
+    report, stderr = _run_order_job(
+        wheel_venv, "after", tmp_path / "work", ROCKETSTORE_SPARK_JVM="0"
+    )
+    assert "(Python)" in report["default"]["read_plan"]
+    assert not [p for p in report["write_plans"] if "rocketstore JVM writer" in p]
+    notices = [line for line in stderr.splitlines() if "Python data source serves" in line]
+    assert notices == [
+        "rocketstore: the Python data source serves format('rocketstore') jobs: "
+        "the JVM connector is switched off (ROCKETSTORE_SPARK_JVM=0)"
+    ], stderr[-4000:]
+
+
+def test_spark_jar_command_prints_the_jar_of_the_wheel(wheel_venv: Path, tmp_path: Path) -> None:
+    """``rocketstore spark-jar``: the jar Scala/Java/SQL jobs pass to ``--jars``, with the
+    native library for this platform inside."""
+    proc = subprocess.run(
+        [str(wheel_venv.parent / "rocketstore"), "spark-jar"],
+        cwd=tmp_path,
+        env=unactivated_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    jar = Path(proc.stdout.strip())
+    assert jar.is_relative_to(wheel_venv.parent.parent), jar
+    with zipfile.ZipFile(jar) as zf:
+        names = set(zf.namelist())
+    assert "rocketstore/DefaultSource.class" in names
+    assert f"rocketstore/spark/native/linux-{platform.machine()}/librocketstore_jni.so" in names

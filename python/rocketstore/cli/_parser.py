@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import rocketstore
@@ -148,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspect(sub)
     _add_dump(sub)
     _add_rebuild_indexes(sub)
+    _add_spark_jar(sub)
     return parser
 
 
@@ -497,3 +499,31 @@ def _add_rebuild_indexes(sub: _Commands) -> None:
         help="a store configuration value (repeatable)",
     )
     rebuild.set_defaults(func=cmd_rebuild_indexes)
+
+
+def cmd_spark_jar(args: argparse.Namespace) -> int:
+    """``rocketstore spark-jar``: the JVM connector's jar, for ``--jars`` (no PySpark needed)."""
+    del args
+    jar = Path(rocketstore.__file__).parent / "spark" / "jvm" / "rocketstore-spark.jar"
+    if not jar.is_file():
+        print(
+            f"rocketstore spark-jar: this installation has no JVM connector ({jar})",
+            file=sys.stderr,
+        )
+        return 2
+    print(jar)
+    return 0
+
+
+def _add_spark_jar(sub: _Commands) -> None:
+    jar = sub.add_parser(
+        "spark-jar",
+        help="print the path of the JVM Spark connector's jar (for spark-submit --jars)",
+        description=(
+            "Prints the path of rocketstore-spark.jar, the JVM connector the wheel ships (its "
+            "native library inside), for Spark jobs in Scala, Java or SQL: "
+            'spark-submit --jars "$(rocketstore spark-jar)" ... then format("rocketstore"). '
+            "Exit status 2 if this installation has none."
+        ),
+    )
+    jar.set_defaults(func=cmd_spark_jar)

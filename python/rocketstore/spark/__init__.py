@@ -1,9 +1,13 @@
 """PySpark integration: the ``rocketstore`` data source and the ingest/verify jobs.
 
-``import rocketstore.spark`` registers the data source ``rocketstore`` on the active
-SparkSession (:func:`register` does it for any session; Spark also finds it by itself through
-the ``pyspark_rocketstore`` module when the package is installed where the Python workers
-run). Needs ``pip install 'rocketstore[spark]'`` (PySpark 4.3) and Java 17.
+``format("rocketstore")`` needs no import and no configuration: Spark finds the Python data
+source through the ``pyspark_rocketstore`` module when the package is installed where the Python
+workers run, and the JVM connector (the jar in the wheel: batch reads and the tasks of batch
+writes in the JVM, at Parquet's speed) is put on the driver's classpath of every session the
+environment's Python starts (see :mod:`rocketstore.spark._jvm`). ``import rocketstore.spark``
+registers the data source on the active SparkSession and adds the JVM connector to it when it
+runs without it (:func:`register` does both for any session). Needs
+``pip install 'rocketstore[spark]'`` (PySpark 4.3) and Java 17.
 
 Python workers: imported before the SparkContext starts, ``rocketstore.spark`` sets
 ``PYSPARK_PYTHON`` to this interpreter when it is unset (not under ``spark-submit``), so a
@@ -137,12 +141,18 @@ __all__ = [
 
 
 def _register_on_active_session() -> None:
-    """Registers the source on the session of this process, if there is one (not on workers)."""
+    """Registers the source on the session of this process, if there is one (not on workers);
+    before any session, puts the JVM connector on the classpath of the JVM that will start."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+    from rocketstore.spark._jvm import add_to_launch_environment
 
     spark = SparkSession.getActiveSession()
     if spark is not None:
         register(spark)
+    elif SparkContext._gateway is None:  # no JVM yet (not a worker, not under spark-submit)
+        add_to_launch_environment()
 
 
 default_worker_python()

@@ -15,6 +15,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketstore.spark._interpreter import checked_source
+from rocketstore.spark._jvm import add_to_session
 from rocketstore.spark._reader import RocketStoreReader, schema_for
 from rocketstore.spark._stream import RocketStoreStreamReader
 from rocketstore.spark._stream_writer import RocketStoreStreamWriter
@@ -70,7 +71,9 @@ class RocketStoreDataSource(DataSource):
 
 
 def register(spark: SparkSession | None = None) -> None:
-    """Registers the ``rocketstore`` data source on ``spark`` (default: the active session).
+    """Registers the ``rocketstore`` data source on ``spark`` (default: the active session),
+    and adds the JVM connector to it if it runs without it
+    (:func:`rocketstore.spark._jvm.add_to_session`).
 
     Example::
 
@@ -90,6 +93,9 @@ def register(spark: SparkSession | None = None) -> None:
             raise RuntimeError("no active SparkSession to register the rocketstore source on")
     # A stand-in that fails with a clear error when the workers' interpreter lacks rocketstore.
     spark.dataSource.register(checked_source(spark, RocketStoreDataSource))
+    # The JVM connector, when the session runs without it (started before the jar was put on
+    # its classpath): batch reads and write tasks in the JVM.
+    add_to_session(spark)
 
 
 _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()

@@ -99,14 +99,9 @@ final class JvmRead {
      * reader, which applies or rejects it as it always has.
      */
     static String unsupported(CaseInsensitiveStringMap options, StructType schema) {
-        try {
-            SparkSession active = SparkSession.active();
-            String on = active.conf().get(ENABLED_CONF, "true");
-            if (Boolean.FALSE.equals(parseBool(on))) {
-                return ENABLED_CONF + "=" + on;
-            }
-        } catch (IllegalStateException e) {
-            // No active session (not under Spark): nothing turns the reader off.
+        String env = Connector.environment(ENABLED_CONF);
+        if (env != null) {
+            return env;
         }
         for (Map.Entry<String, String> e : options.entrySet()) {
             String key = normalize(e.getKey());
@@ -149,9 +144,6 @@ final class JvmRead {
                     return "column " + field.name() + " " + field.dataType().simpleString();
                 }
             }
-        }
-        if (!NativeReader.available()) {
-            return "the native library did not load: " + NativeReader.loadError();
         }
         return null;
     }

@@ -87,16 +87,9 @@ final class JvmWrite {
      * Columns and options are checked by the Python writer on the driver either way.
      */
     static String unsupported(LogicalWriteInfo info) {
-        try {
-            String on = SparkSession.active().conf().get(ENABLED_CONF, "true");
-            if (Boolean.FALSE.equals(JvmRead.parseBool(on))) {
-                return ENABLED_CONF + "=" + on;
-            }
-        } catch (IllegalStateException e) {
-            return "no active session";
-        }
-        if (!NativeWriter.available()) {
-            return "the native library did not load: " + NativeReader.loadError();
+        String env = Connector.environment(ENABLED_CONF);
+        if (env != null) {
+            return env;
         }
         String path = info.options().get("path");
         if (path == null || path.isEmpty()) {
@@ -142,6 +135,12 @@ final class JvmWrite {
                 @Override
                 public String description() {
                     return "rocketstore JVM writer";
+                }
+
+                /** What the write's physical plan shows (AppendData / OverwriteByExpression). */
+                @Override
+                public String toString() {
+                    return description();
                 }
 
                 @Override

@@ -2,14 +2,15 @@ package rocketstore.spark;
 
 /**
  * The native calls of the JVM batch writer (crates/rocketstore-jni, {@code writer.rs}), in the
- * library {@link NativeReader} loads. One handle per Spark write task.
+ * library {@link NativeLibrary} loads when this class is initialized (in every JVM that runs a
+ * write task: an executor's JVM loads it here, at its first task). One handle per Spark write
+ * task.
  */
 final class NativeWriter {
     private NativeWriter() {}
 
-    /** True if the native library is loaded. */
-    static boolean available() {
-        return NativeReader.available();
+    static {
+        NativeLibrary.require();
     }
 
     /**

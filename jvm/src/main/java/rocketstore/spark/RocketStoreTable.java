@@ -24,21 +24,33 @@ public class RocketStoreTable extends PythonTable {
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        String env = Connector.environment(JvmRead.ENABLED_CONF);
+        if (env != null) {
+            Connector.fallback("reads", env);
+            return super.newScanBuilder(options);
+        }
         String why = JvmRead.unsupported(options, tableSchema);
         if (why != null) {
             JvmRead.LOG.debug("rocketstore: the Python reader serves this read: {}", why);
             return super.newScanBuilder(options);
         }
+        Connector.shipToExecutors();
         return new JvmScan.Builder(tableSchema, options, () -> super.newScanBuilder(options));
     }
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        String env = Connector.environment(JvmWrite.ENABLED_CONF);
+        if (env != null) {
+            Connector.fallback("writes", env);
+            return super.newWriteBuilder(info);
+        }
         String why = JvmWrite.unsupported(info);
         if (why != null) {
             JvmRead.LOG.debug("rocketstore: the Python writer serves this write: {}", why);
             return super.newWriteBuilder(info);
         }
+        Connector.shipToExecutors();
         return new JvmWrite.Builder(info, i -> super.newWriteBuilder(i));
     }
 }

@@ -1,0 +1,113 @@
+package rocketstore.spark;
+
+import java.io.File;
+import java.net.URISyntaxException;
+import java.security.CodeSource;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * The connector's session-wide decisions: whether the JVM path may serve a job (the switches and
+ * the native library), the one-line notice when the Python data source serves a job instead, and
+ * shipping this jar to the executors of a cluster.
+ */
+final class Connector {
+    private Connector() {}
+
+    /**
+     * Spark conf that turns the whole JVM path off ({@code false}): every read and write of
+     * {@code format("rocketstore")} is then the Python data source's.
+     */
+    static final String ENABLED_CONF = "spark.rocketstore.jvm";
+
+    private static final Set<String> SAID = ConcurrentHashMap.newKeySet();
+    private static final Set<SparkContext> SHIPPED =
+            java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>());
+
+    /**
+     * Why the JVM path cannot serve a job in this session, or null if it can: {@value
+     * #ENABLED_CONF} or {@code specific} (the reader's or the writer's own switch) is {@code
+     * false}, or the native library did not load.
+     */
+    static String environment(String specific) {
+        try {
+            SparkSession active = SparkSession.active();
+            for (String conf : new String[] {ENABLED_CONF, specific}) {
+                String on = active.conf().get(conf, "true");
+                if (Boolean.FALSE.equals(JvmRead.parseBool(on))) {
+                    return conf + "=" + on;
+                }
+            }
+        } catch (IllegalStateException e) {
+            // No active session (not under Spark): nothing turns the JVM path off.
+        }
+        if (!NativeLibrary.available()) {
+            return "the native library did not load: " + NativeLibrary.error();
+        }
+        return null;
+    }
+
+    /**
+     * Says once per JVM, in one line (a WARN of the logger {@code rocketstore.spark}), that the
+     * Python data source serves {@code what} ("reads", "writes") and why.
+     */
+    static void fallback(String what, String why) {
+        if (SAID.add(what + "\0" + why)) {
+            JvmRead.LOG.warn("rocketstore: the Python data source serves {} (not the JVM connector): {}",
+                    what, why);
+        }
+    }
+
+    /** This class's jar, or null when the classes do not come from a jar file. */
+    static File jar() {
+        try {
+            CodeSource src = Connector.class.getProtectionDomain().getCodeSource();
+            if (src == null || src.getLocation() == null) {
+                return null;
+            }
+            File f = new File(src.getLocation().toURI());
+            return f.isFile() ? f : null;
+        } catch (URISyntaxException | IllegalArgumentException | SecurityException e) {
+            return null;
+        }
+    }
+
+    /**
+     * On a cluster (not a {@code local} master, whose tasks run in this JVM), adds this jar to
+     * the session's jars unless a jar of the same name is there already (from {@code --jars},
+     * {@code spark.jars} or {@code ADD JAR}): the executors then get the classes and, inside the
+     * jar, the native library, with nothing installed on them.
+     */
+    static void shipToExecutors() {
+        SparkContext sc;
+        try {
+            sc = SparkSession.active().sparkContext();
+        } catch (IllegalStateException e) {
+            return;
+        }
+        if (sc.isLocal()) {
+            return;
+        }
+        synchronized (SHIPPED) {
+            if (!SHIPPED.add(sc)) {
+                return;
+            }
+            File jar = jar();
+            if (jar == null) {
+                return;
+            }
+            scala.collection.Iterator<String> it = sc.listJars().iterator();
+            while (it.hasNext()) {
+                String listed = it.next();
+                if (listed.endsWith("/" + jar.getName())) {
+                    return;
+                }
+            }
+            JvmRead.LOG.info("rocketstore: adding {} to the session's jars for the executors", jar);
+            sc.addJar(jar.getAbsolutePath());
+        }
+    }
+}
