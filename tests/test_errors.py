@@ -593,6 +593,11 @@ def test_store_path_is_a_file(tmp_path: Path) -> None:
     path.write_bytes(b"not a directory")
     with pytest.raises(StoreIOError) as info:
         MessageStore(path)
-    assert info.value.errno in (17, 20)  # EEXIST or ENOTDIR, depending on the call
+    assert info.value.errno == 20  # ENOTDIR
     assert info.value.filename is not None
+    # Said as what it is, before any mkdir is tried ("mkdir failed ... File exists" was).
+    assert "it is a file, not a directory" in str(info.value)
+    assert "mkdir" not in str(info.value)
+    with pytest.raises(StoreIOError, match="it is a file, not a directory"):
+        MessageStore(path, read_only=True)
     assert path.read_bytes() == b"not a directory"

@@ -338,7 +338,8 @@ def test_query_messages_answers_each_key_as_query_message(store: MessageStore) -
     assert uniq is not None
     keys = [f"k{i}" for i in range(0, 200, 3)] + ["shared0", "Aa", "BB", "nope", "", uniq, "k1"]
     last = puts[-1].store_timestamp
-    for kwargs in ({}, {"max_num": 2}, {"begin": last + 5000}):
+    cases: list[dict[str, Any]] = [{}, {"max_num": 2}, {"begin": last + 5000}]
+    for kwargs in cases:
         topic = "".join(list("T"))
         found = store.query_messages(topic, keys, **kwargs)
         assert len(found) == len(keys)

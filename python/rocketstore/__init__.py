@@ -22,8 +22,8 @@ Main names:
   ``view_message_by_id``, consumer offsets; and
   the Arrow reads ``read_arrow``, ``get_message_arrow``, ``read_consume_queue``,
   ``read_index``.
-* :class:`PutResult`, :class:`Message`, :class:`GetResult` (with :class:`GetMessageStatus`):
-  what writes return and reads yield.
+* :class:`PutResult` (with :class:`PutMessageStatus`), :class:`Message`, :class:`GetResult`
+  (with :class:`GetMessageStatus`): what writes return and reads yield.
 * :data:`MESSAGE_SCHEMA`: the ``pyarrow.Schema`` of the Arrow message batches (importing it
   imports pyarrow).
 * :func:`config_fields`: every configuration keyword with its default and range.
@@ -59,7 +59,7 @@ from rocketstore._native import (
     rebuild_indexes,
     verify_store,
 )
-from rocketstore._status import GetMessageStatus
+from rocketstore._status import GetMessageStatus, PutMessageStatus
 from rocketstore._store import MessageStore
 from rocketstore.exceptions import (
     CorruptionError,
@@ -95,6 +95,7 @@ __all__ = [
     "MessageStoreError",
     "MessageTooLargeError",
     "OffsetOutOfRangeError",
+    "PutMessageStatus",
     "PutResult",
     "ScanIterator",
     "StoreCheck",

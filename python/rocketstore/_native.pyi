@@ -5,14 +5,14 @@ Use the re-exports in :mod:`rocketstore` rather than this module directly.
 """
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias, final
 
 import pyarrow as pa
 from typing_extensions import disjoint_base
 
-from rocketstore._status import GetMessageStatus
+from rocketstore._status import GetMessageStatus, PutMessageStatus
 from rocketstore.exceptions import (
     CorruptionError as CorruptionError,
 )
@@ -120,8 +120,8 @@ class PutResult:
     """The result of putting one message."""
 
     @property
-    def status(self) -> str:
-        """RocketMQ's PutMessageStatus name, e.g. ``"PUT_OK"`` or ``"FLUSH_DISK_TIMEOUT"``."""
+    def status(self) -> PutMessageStatus:
+        """What happened (a ``str`` enum equal to RocketMQ's name, e.g. ``"PUT_OK"``)."""
     @property
     def msg_id(self) -> str:
         """The offset message id (store host + commit log offset, uppercase hex)."""
@@ -188,6 +188,16 @@ class Message:
     def msg_id(self) -> str: ...
     @property
     def uniq_key(self) -> str | None: ...
+    def decompressed(self) -> Message:
+        """This message with its body decompressed if it is compressed (``sys_flag`` bit 0),
+        and the compression bits of ``sys_flag`` cleared; else this message.
+
+        Example::
+
+            r = store.put("TopicTest", b"x" * 10_000, compression="zstd")
+            m = store.look_message_by_offset(r.commitlog_offset)
+            assert m.decompressed().body == b"x" * 10_000
+        """
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -220,6 +230,7 @@ class GetResult:
     def messages(self) -> list[Message]:
         """The messages found, in queue order (a new list on each access)."""
     def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Message]: ...
 
 @final
 class ScanIterator:
@@ -281,6 +292,9 @@ class MessageStore:
         transaction: Literal["prepared", "commit", "rollback"] | None = None,
         prepared_transaction_offset: int = 0,
         producer_group: str | None = None,
+        compression: str | None = None,
+        compress_level: int = 5,
+        compress_over: int = 4096,
     ) -> PutResult:
         """Puts one message and returns its :class:`PutResult`.
 
@@ -307,7 +321,7 @@ class MessageStore:
         """
     def put_batch(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Iterable[Mapping[str, Any]],
         *,
         compression: str | None = None,
         compress_level: int = 5,
@@ -321,8 +335,12 @@ class MessageStore:
         compress_level: int = 5,
         compress_over: int = 4096,
     ) -> pa.RecordBatch: ...
-    def look_message_by_offset(self, commitlog_offset: int) -> Message: ...
-    def scan(self, from_offset: int = 0, *, verify_crc: bool = False) -> ScanIterator: ...
+    def look_message_by_offset(
+        self, commitlog_offset: int, *, decompress: bool = False
+    ) -> Message: ...
+    def scan(
+        self, from_offset: int = 0, *, verify_crc: bool = False, decompress: bool = False
+    ) -> ScanIterator: ...
     def min_commitlog_offset(self) -> int: ...
     def max_commitlog_offset(self) -> int: ...
     def flush(self) -> int: ...
@@ -339,6 +357,7 @@ class MessageStore:
         *,
         max_total_bytes: int | None = None,
         tags: str | None = None,
+        decompress: bool = False,
     ) -> GetResult:
         """Reads up to ``max_messages`` messages of a queue from ``offset`` (RocketMQ
         ``getMessage``); "nothing to return" is a status of the result, never an exception.
@@ -360,6 +379,7 @@ class MessageStore:
         timeout_ms: int = 15000,
         tags: str | None = None,
         max_total_bytes: int | None = None,
+        decompress: bool = False,
     ) -> GetResult:
         """Long polling: like :meth:`get_message`, but waits up to ``timeout_ms`` for a
         matching message to arrive (GIL released; Ctrl-C interrupts it on the main thread).
@@ -377,6 +397,7 @@ class MessageStore:
         max_num: int = 32,
         begin: int = 0,
         end: int | None = None,
+        decompress: bool = False,
     ) -> list[Message]:
         """Messages of ``topic`` whose ``KEYS`` entry or ``UNIQ_KEY`` equals ``key``, stored in
         ``[begin, end]`` (epoch ms), at most ``max_num``, in commit log order.
@@ -394,6 +415,7 @@ class MessageStore:
         max_num: int = 32,
         begin: int = 0,
         end: int | None = None,
+        decompress: bool = False,
     ) -> list[list[Message]]:
         """:meth:`query_message` of each of ``keys`` (all of ``topic``): one list of messages
         per key, in the order of ``keys`` (``[]`` for a key without a match). The lookups of
@@ -406,7 +428,7 @@ class MessageStore:
             found = store.query_messages("TopicTest", ["order-1", "order-2", "order-3"])
             assert [[m.body for m in ms] for ms in found] == [[b"a"], [b"b"], []]
         """
-    def view_message_by_id(self, msg_id: str) -> Message:
+    def view_message_by_id(self, msg_id: str, *, decompress: bool = False) -> Message:
         """The message with an offset message id (``PutResult.msg_id``).
 
         Example::
@@ -513,6 +535,9 @@ class MessageStore:
         end_offset: int | None,
         verify_crc: bool,
         max_bytes: int,
+        columns: Sequence[str] | None = None,
+        topic: str | None = None,
+        tags: str | None = None,
     ) -> tuple[pa.RecordBatch, int]: ...
     def _read_queue_columns(
         self,
@@ -524,6 +549,7 @@ class MessageStore:
         verify_crc: bool,
         tags: str | None,
         max_bytes: int,
+        columns: Sequence[str] | None = None,
     ) -> tuple[pa.RecordBatch, int]: ...
     def _read_cq_columns(
         self, topic: str, queue_id: int, offset: int, max_units: int

@@ -1,10 +1,11 @@
-"""RocketMQ's ``GetMessageStatus`` as a Python enum (the native module returns its members)."""
+"""RocketMQ's ``GetMessageStatus`` and ``PutMessageStatus`` as Python enums (the native module
+returns their members)."""
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["GetMessageStatus"]
+__all__ = ["GetMessageStatus", "PutMessageStatus"]
 
 
 class GetMessageStatus(enum.StrEnum):
@@ -44,3 +45,40 @@ class GetMessageStatus(enum.StrEnum):
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
     OFFSET_RESET = "OFFSET_RESET"
+
+
+class PutMessageStatus(enum.StrEnum):
+    """RocketMQ's ``PutMessageStatus``: what a ``put`` did (``PutResult.status``).
+
+    A ``str`` enum: each member equals its RocketMQ name (``PutMessageStatus.PUT_OK ==
+    "PUT_OK"``), as ``put_batch``'s Arrow ``status`` column spells it.
+
+    * ``PUT_OK``: written (and, under ``SYNC_FLUSH``, flushed).
+    * ``FLUSH_DISK_TIMEOUT``: written, but the synchronous flush did not finish within
+      ``sync_flush_timeout``: not known to be durable yet.
+    * ``FLUSH_SLAVE_TIMEOUT``, ``SLAVE_NOT_AVAILABLE``: replication (never returned by a
+      standalone store).
+    * ``SERVICE_NOT_AVAILABLE``: the store does not accept writes (disk full, shutting down).
+    * ``CREATE_MAPPED_FILE_FAILED``: the next commit log file could not be created; nothing
+      was written.
+    * ``MESSAGE_ILLEGAL``, ``PROPERTIES_SIZE_EXCEEDED``: the message was refused.
+    * ``OS_PAGE_CACHE_BUSY``: the put lock was held too long.
+    * ``UNKNOWN_ERROR``: anything else.
+
+    Example::
+
+        r = store.put("TopicTest", b"x")
+        if r.status is not PutMessageStatus.PUT_OK:
+            log.warning("put returned %s", r.status)
+    """
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"

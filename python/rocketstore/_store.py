@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from rocketstore import _native
@@ -49,6 +49,73 @@ def _count(name: str, value: int) -> int:
         err.field = name
         raise err
     return value
+
+
+def _columns(columns: Sequence[str] | None) -> list[str] | None:
+    """``columns`` checked against ``MESSAGE_SCHEMA`` (repeats dropped, order kept)."""
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        raise TypeError("columns must be a list of column names, not a str (use [name])")
+    from rocketstore._arrow import MESSAGE_SCHEMA
+
+    names = MESSAGE_SCHEMA.names
+    out: list[str] = []
+    for c in columns:
+        if not isinstance(c, str):
+            raise TypeError(f"columns must hold str, not {type(c).__name__}")
+        if c not in names:
+            err = InvalidMessageError(
+                f"invalid columns: {c!r} is not a message column (columns: {', '.join(names)})"
+            )
+            err.field = "columns"
+            raise err
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _select(batch: pa.RecordBatch, columns: list[str] | None) -> pa.RecordBatch:
+    """``batch`` (in schema order) with the columns in the order asked for."""
+    if columns is None or batch.schema.names == columns:
+        return batch
+    return batch.select(columns)
+
+
+def _projected_schema(columns: list[str] | None) -> pa.Schema:
+    """The schema of the batches of ``columns`` (every column if None)."""
+    import pyarrow
+
+    from rocketstore._arrow import MESSAGE_SCHEMA
+
+    if columns is None:
+        return MESSAGE_SCHEMA
+    return pyarrow.schema([MESSAGE_SCHEMA.field(c) for c in columns])
+
+
+def _decompress_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with each compressed ``body`` decompressed and its ``sys_flag`` compression
+    bits cleared (the batch has both columns)."""
+    import pyarrow
+    import pyarrow.compute
+
+    pc: Any = pyarrow.compute  # the stubs reject bit_wise_and on a column and an int
+    flags = batch.column("sys_flag")
+    compressed = pc.not_equal(pc.bit_wise_and(flags, 1), 0)
+    if batch.num_rows == 0 or not pc.any(compressed).as_py():
+        return batch
+    bodies: list[Any] = batch.column("body").to_pylist()
+    values: list[Any] = flags.to_pylist()
+    for i, on in enumerate(compressed.to_pylist()):
+        if on:
+            bodies[i] = _native.decompress_body(bodies[i], values[i])
+            values[i] &= ~(0x1 | 0x700)
+    out = batch.set_column(
+        batch.schema.get_field_index("body"), "body", pyarrow.array(bodies, pyarrow.binary())
+    )
+    return out.set_column(
+        batch.schema.get_field_index("sys_flag"), "sys_flag", pyarrow.array(values, pyarrow.int32())
+    )
 
 
 def _is_arrow(obj: object) -> bool:
@@ -110,7 +177,7 @@ class MessageStore(_native.MessageStore):
     @overload
     def put_batch(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Iterable[Mapping[str, Any]],
         *,
         compression: str | None = None,
         compress_level: int = 5,
@@ -123,7 +190,7 @@ class MessageStore(_native.MessageStore):
         | pa.Table
         | ArrowStreamExportable
         | ArrowArrayExportable
-        | Sequence[Mapping[str, Any]],
+        | Iterable[Mapping[str, Any]],
         *,
         compression: str | None = None,
         compress_level: int = 5,
@@ -215,6 +282,10 @@ class MessageStore(_native.MessageStore):
         end_offset: int | None = None,
         verify_crc: bool = False,
         max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        columns: Sequence[str] | None = None,
+        topic: str | None = None,
+        tags: str | None = None,
+        decompress: bool = False,
     ) -> tuple[pa.RecordBatch, int]:
         """Reads messages in commit log order as a ``pyarrow.RecordBatch``.
 
@@ -235,6 +306,15 @@ class MessageStore(_native.MessageStore):
         With ``verify_crc=True`` every body CRC is checked, and a mismatch raises
         :class:`~rocketstore.exceptions.CorruptionError` naming the file and offset.
 
+        ``columns`` (names of :data:`rocketstore.MESSAGE_SCHEMA`, in the order wanted) builds
+        only those columns: ``columns=["body"]`` copies the bodies and nothing else (the
+        other nineteen columns cost nothing). ``topic`` and ``tags`` (``"TagA || TagB"``, as
+        :meth:`get_message`) keep only matching records; the others are skipped before any of
+        their columns is built and do not count towards ``max_messages`` or ``max_bytes``.
+        ``decompress=True`` returns compressed bodies decompressed (their ``sys_flag``
+        compression bits cleared), as RocketMQ consumers see them. :meth:`read_arrow_batches`
+        does the offset loop.
+
         Example::
 
             offset = 0
@@ -243,14 +323,76 @@ class MessageStore(_native.MessageStore):
                 if batch.num_rows == 0:
                     break
                 print(batch.column("topic"), batch.column("body"))
+
+            bodies, _ = store.read_arrow(0, columns=["body"], topic="TopicTest", tags="TagA")
         """
-        return self._read_log_columns(
+        names = _columns(columns)
+        asked = names
+        if decompress and names is not None and "body" in names and "sys_flag" not in names:
+            asked = [*names, "sys_flag"]
+        batch, next_offset = self._read_log_columns(
             from_offset,
             _count("max_messages", max_messages),
             end_offset,
             verify_crc,
             _count("max_bytes", max_bytes),
+            asked,
+            topic,
+            tags,
         )
+        if decompress and (names is None or "body" in names):
+            batch = _decompress_batch(batch)
+        return _select(batch, names), next_offset
+
+    def read_arrow_batches(
+        self,
+        from_offset: int = 0,
+        *,
+        end_offset: int | None = None,
+        columns: Sequence[str] | None = None,
+        topic: str | None = None,
+        tags: str | None = None,
+        max_messages: int = 65536,
+        max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        verify_crc: bool = False,
+        decompress: bool = False,
+    ) -> pa.RecordBatchReader:
+        """:meth:`read_arrow` as a ``pyarrow.RecordBatchReader``: the batches from
+        ``from_offset`` to ``end_offset`` (``None``: the end of the data when each batch is
+        read), the offset loop done for you. ``reader.read_all()`` is a ``pyarrow.Table``;
+        the reader is also an Arrow stream (``__arrow_c_stream__``) that polars, DuckDB or
+        ``put_batch`` take. Arguments as :meth:`read_arrow`; every batch has the schema of
+        ``columns`` (``reader.schema``) and at least one row.
+
+        Example::
+
+            table = store.read_arrow_batches(columns=["topic", "body"]).read_all()
+            for batch in store.read_arrow_batches(topic="TopicTest", tags="TagA"):
+                handle(batch)
+        """
+        import pyarrow
+
+        names = _columns(columns)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            offset = from_offset
+            while True:
+                batch, offset = self.read_arrow(
+                    offset,
+                    max_messages=max_messages,
+                    end_offset=end_offset,
+                    verify_crc=verify_crc,
+                    max_bytes=max_bytes,
+                    columns=names,
+                    topic=topic,
+                    tags=tags,
+                    decompress=decompress,
+                )
+                if batch.num_rows == 0:
+                    return
+                yield batch
+
+        return pyarrow.RecordBatchReader.from_batches(_projected_schema(names), batches())
 
     def get_message_arrow(
         self,
@@ -263,6 +405,8 @@ class MessageStore(_native.MessageStore):
         verify_crc: bool = False,
         tags: str | None = None,
         max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        columns: Sequence[str] | None = None,
+        decompress: bool = False,
     ) -> tuple[pa.RecordBatch, int]:
         """Reads one queue's messages, through its consume queue, as a ``pyarrow.RecordBatch``.
 
@@ -275,6 +419,12 @@ class MessageStore(_native.MessageStore):
         empty batch means the range is exhausted. ``verify_crc=True`` checks every body CRC
         (:class:`~rocketstore.exceptions.CorruptionError` on a mismatch).
 
+        ``columns`` builds only the named columns of :data:`rocketstore.MESSAGE_SCHEMA`, in
+        that order (``columns=["body"]``: the bodies and nothing else); the ``tags`` filter
+        drops messages before any of their columns is built. ``decompress=True`` returns
+        compressed bodies decompressed. :meth:`get_message_arrow_batches` does the offset
+        loop.
+
         Example::
 
             offset = store.min_offset_in_queue("TopicTest", 0)
@@ -284,8 +434,14 @@ class MessageStore(_native.MessageStore):
                 if batch.num_rows == 0:
                     break
                 handle(batch)
+
+            bodies, _ = store.get_message_arrow("TopicTest", 0, 0, columns=["body"])
         """
-        return self._read_queue_columns(
+        names = _columns(columns)
+        asked = names
+        if decompress and names is not None and "body" in names and "sys_flag" not in names:
+            asked = [*names, "sys_flag"]
+        batch, next_offset = self._read_queue_columns(
             topic,
             queue_id,
             offset,
@@ -294,7 +450,92 @@ class MessageStore(_native.MessageStore):
             verify_crc,
             tags,
             _count("max_bytes", max_bytes),
+            asked,
         )
+        if decompress and (names is None or "body" in names):
+            batch = _decompress_batch(batch)
+        return _select(batch, names), next_offset
+
+    def get_message_arrow_batches(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int | None = None,
+        *,
+        end_offset: int | None = None,
+        columns: Sequence[str] | None = None,
+        tags: str | None = None,
+        max_messages: int = 65536,
+        max_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        verify_crc: bool = False,
+        decompress: bool = False,
+    ) -> pa.RecordBatchReader:
+        """:meth:`get_message_arrow` as a ``pyarrow.RecordBatchReader``: one queue from
+        ``offset`` (``None``: its first offset) to ``end_offset`` (``None``: its end when each
+        batch is read), the offset loop done for you; ``reader.read_all()`` is a
+        ``pyarrow.Table``. Arguments as :meth:`get_message_arrow`.
+
+        Example::
+
+            bodies = store.get_message_arrow_batches("TopicTest", 0, columns=["body"]).read_all()
+        """
+        import pyarrow
+
+        names = _columns(columns)
+        start = self.min_offset_in_queue(topic, queue_id) if offset is None else offset
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            at = start
+            while True:
+                batch, at = self.get_message_arrow(
+                    topic,
+                    queue_id,
+                    at,
+                    max_messages,
+                    end_offset=end_offset,
+                    verify_crc=verify_crc,
+                    tags=tags,
+                    max_bytes=max_bytes,
+                    columns=names,
+                    decompress=decompress,
+                )
+                if batch.num_rows == 0:
+                    return
+                yield batch
+
+        return pyarrow.RecordBatchReader.from_batches(_projected_schema(names), batches())
+
+    def to_table(
+        self,
+        topic: str | None = None,
+        queue_id: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        tags: str | None = None,
+        decompress: bool = False,
+    ) -> pa.Table:
+        """Every message as a ``pyarrow.Table`` (schema :data:`rocketstore.MESSAGE_SCHEMA`, or
+        ``columns``): the whole commit log in order, or the messages of ``topic`` (and
+        ``tags``), or with ``queue_id`` one queue through its consume queue, in queue order.
+        :meth:`read_arrow_batches` / :meth:`get_message_arrow_batches` stream the same
+        batches without holding them all.
+
+        Example::
+
+            orders = store.to_table("orders", columns=["queue_id", "queue_offset", "body"])
+            q0 = store.to_table("orders", 0, columns=["body"])
+        """
+        if queue_id is not None:
+            if topic is None:
+                raise TypeError("to_table: queue_id needs a topic")
+            reader = self.get_message_arrow_batches(
+                topic, queue_id, columns=columns, tags=tags, decompress=decompress
+            )
+        else:
+            reader = self.read_arrow_batches(
+                columns=columns, topic=topic, tags=tags, decompress=decompress
+            )
+        return reader.read_all()
 
     def read_consume_queue(
         self, topic: str, queue_id: int, offset: int = 0, max_units: int = 65536

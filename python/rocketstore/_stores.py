@@ -20,6 +20,7 @@ __all__ = [
     "is_store",
     "read_manifest",
     "store_key",
+    "writer_holds",
 ]
 
 #: Name of the manifest a successful Spark write leaves in the root.
@@ -29,6 +30,42 @@ MANIFEST = "_SUCCESS"
 ABORT_FILE = "abort"
 #: Directory under the root holding the per-attempt stores of running Spark writes.
 TEMPORARY = "_temporary"
+
+
+def writer_holds(root: str | os.PathLike[str]) -> bool:
+    """True if a writer (a ``MessageStore`` opened for writing, in this process or another)
+    holds the store at ``root``: its ``lock`` file is locked.
+
+    Probes both kinds of lock an engine may hold (``flock``: taken for an instant if free;
+    POSIX record locks: only queried, ``F_OFD_GETLK``) and changes no byte. False if there
+    is no lock file (the store was never opened for writing) or it cannot be opened.
+    """
+    import fcntl
+    import struct
+
+    path = Path(root) / "lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        getlk = getattr(fcntl, "F_OFD_GETLK", None)
+        if getlk is None:
+            return False
+        # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD queries).
+        query = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        try:
+            answer = fcntl.fcntl(fd, getlk, query)
+        except OSError:
+            return False
+        return bool(struct.unpack("hhqqi4x", answer)[0] != fcntl.F_UNLCK)
+    finally:
+        os.close(fd)
 
 
 def is_store(path: Path) -> bool:

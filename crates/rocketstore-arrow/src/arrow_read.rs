@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use arrow_array::{
-    ArrayRef, BinaryArray, Int32Array, Int64Array, MapArray, RecordBatch, StringArray, StructArray,
-    TimestampMillisecondArray,
+    ArrayRef, BinaryArray, Int32Array, Int64Array, MapArray, RecordBatch, RecordBatchOptions,
+    StringArray, StructArray, TimestampMillisecondArray,
 };
 use arrow_buffer::{ArrowNativeType, BooleanBuffer, Buffer, NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
@@ -284,6 +284,78 @@ pub fn message_schema() -> SchemaRef {
             Field::new("uniq_key", DataType::Utf8, true),
         ]))
     }))
+}
+
+/// Which columns of [`message_schema`] a read builds (a bit per column, in schema order).
+///
+/// A read builds, and converts to Arrow, only the columns asked for: a consumer of the bodies
+/// pays for one column, not twenty. [`Projection::ALL`] is the whole schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Projection(u32);
+
+impl Projection {
+    /// Every column of [`message_schema`].
+    pub const ALL: Projection = Projection((1 << MESSAGE_COLUMNS) - 1);
+
+    /// The bits of the columns split out of the properties (`tags`, `keys`, `properties`,
+    /// `uniq_key`): one parse of the properties fills all four.
+    const PROPERTIES: u32 = (1 << 9) | (1 << 10) | (1 << 11) | (1 << 19);
+
+    /// The columns named `names` (any order, repeats allowed; the batch keeps the schema's
+    /// order). An unknown name is [`Error::Invalid`] naming the columns there are.
+    pub fn of_names<S: AsRef<str>>(names: &[S]) -> Result<Projection> {
+        let schema = message_schema();
+        let mut bits = 0u32;
+        for name in names {
+            let name = name.as_ref();
+            match schema.index_of(name) {
+                Ok(i) => bits |= 1 << i,
+                Err(_) => {
+                    let known: Vec<&str> =
+                        schema.fields().iter().map(|f| f.name().as_str()).collect();
+                    return Err(Error::Invalid(format!(
+                        "columns: {name:?} is not a message column (columns: {})",
+                        known.join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(Projection(bits))
+    }
+
+    /// Whether column `i` of [`message_schema`] is built.
+    #[inline]
+    fn has(self, i: usize) -> bool {
+        self.0 & (1 << i) != 0
+    }
+
+    /// Whether any column split out of the properties is built.
+    #[inline]
+    fn properties(self) -> bool {
+        self.0 & Self::PROPERTIES != 0
+    }
+
+    /// The indices of the built columns in [`message_schema`], in order.
+    fn indices(self) -> impl Iterator<Item = usize> {
+        (0..MESSAGE_COLUMNS).filter(move |&i| self.has(i))
+    }
+
+    /// The schema of the batches of this projection.
+    pub fn schema(self) -> SchemaRef {
+        if self == Self::ALL {
+            return message_schema();
+        }
+        let fields: Vec<Field> = self
+            .indices()
+            .filter_map(|i| message_schema().fields().get(i).map(|f| f.as_ref().clone()))
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    /// A batch of no rows of this projection.
+    pub fn empty_batch(self) -> RecordBatch {
+        RecordBatch::new_empty(self.schema())
+    }
 }
 
 /// The schema of `read_consume_queue` batches: one row per 20-byte consume queue unit.
@@ -743,19 +815,34 @@ pub struct MessageColumns {
     arrays: Vec<(usize, ArrayRef)>,
     /// A record given to [`MessageColumns::push_raw`] was not one (the walk then stopped).
     failed: bool,
+    /// The columns the read asked for ([`Projection::ALL`] but for a projected read, which
+    /// builds on one thread with [`MessageColumns::push_projected`]).
+    want: Projection,
 }
 
 impl MessageColumns {
     /// Columns for about `rows_hint` rows (reserved for at most [`MAX_ROWS`]) of at most
     /// `max_bytes` stored bytes (at least one row).
     pub fn new(rows_hint: usize, max_bytes: usize) -> Self {
+        Self::projected(rows_hint, max_bytes, Projection::ALL)
+    }
+
+    /// Like [`MessageColumns::new`], building only the columns of `want` (the others get no
+    /// buffers and are left out of the batch).
+    pub fn projected(rows_hint: usize, max_bytes: usize, want: Projection) -> Self {
         Self::continuing(
             Taken::default(),
             rows_hint,
             max_bytes,
             max_bytes,
             (Part::All, false),
+            want,
         )
+    }
+
+    /// The columns these build.
+    pub fn projection(&self) -> Projection {
+        self.want
     }
 
     /// Columns for the rows after `prior` of a batch of at most `max_bytes` stored bytes,
@@ -768,6 +855,7 @@ impl MessageColumns {
         plan_bytes: usize,
         max_bytes: usize,
         (part, body_with_properties): (Part, bool),
+        want: Projection,
     ) -> Self {
         let rows = rows_hint.min(MAX_ROWS);
         // The data of the variable-length columns is reserved on the first record (see
@@ -779,8 +867,9 @@ impl MessageColumns {
                 Utf8Col::unused()
             }
         };
-        let (r, p) = (part.rest(), part.properties());
-        let b = part.has(5, body_with_properties);
+        let (r, p) = (part.rest(), part.properties() && want.properties());
+        let b = part.has(5, body_with_properties) && want.has(5);
+        let w = |i: usize| r && want.has(i);
         let i32s = |used: bool| if used { I32S.take(rows) } else { Vec::new() };
         let i64s = |used: bool| if used { I64S.take(rows) } else { Vec::new() };
         let mut prop_offsets = Vec::new();
@@ -789,33 +878,33 @@ impl MessageColumns {
             prop_offsets.push(0);
         }
         MessageColumns {
-            topic: s(r),
-            queue_id: i32s(r),
-            queue_offset: i64s(r),
-            commitlog_offset: i64s(r),
-            store_size: i32s(r),
+            topic: s(w(0)),
+            queue_id: i32s(w(1)),
+            queue_offset: i64s(w(2)),
+            commitlog_offset: i64s(w(3)),
+            store_size: i32s(w(4)),
             body: s(b),
-            body_crc: i32s(r),
-            flag: i32s(r),
-            sys_flag: i32s(r),
+            body_crc: i32s(w(6)),
+            flag: i32s(w(7)),
+            sys_flag: i32s(w(8)),
             tags: s(p).nullable(),
             keys: s(p).nullable(),
             prop_offsets,
             prop_keys: s(p),
             prop_values: s(p),
-            born_timestamp: i64s(r),
+            born_timestamp: i64s(w(12)),
             born_host: HostCol {
-                col: s(r),
+                col: s(w(13)),
                 last: None,
             },
-            store_timestamp: i64s(r),
+            store_timestamp: i64s(w(14)),
             store_host: HostCol {
-                col: s(r),
+                col: s(w(15)),
                 last: None,
             },
-            reconsume_times: i32s(r),
-            prepared_transaction_offset: i64s(r),
-            msg_id: s(r),
+            reconsume_times: i32s(w(16)),
+            prepared_transaction_offset: i64s(w(17)),
+            msg_id: s(w(18)),
             uniq_key: s(p).nullable(),
             ids: OffsetMsgIds::default(),
             taken: prior,
@@ -830,6 +919,7 @@ impl MessageColumns {
             body_with_properties,
             arrays: Vec::new(),
             failed: false,
+            want,
         }
     }
 
@@ -837,6 +927,9 @@ impl MessageColumns {
     /// Arrow's 2 GiB limit for 32-bit offsets or the batch past `max_bytes`, so that the
     /// batch ends before it.
     pub fn push(&mut self, v: &RecordView<'_>) -> bool {
+        if self.want != Projection::ALL {
+            return self.push_projected(v);
+        }
         let size = usize::try_from(v.total_size).unwrap_or(0);
         if !self.taken.admit(size, self.max_bytes) {
             return false;
@@ -872,6 +965,75 @@ impl MessageColumns {
         self.ids
             .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
         self.msg_id.close_value();
+        true
+    }
+
+    /// [`MessageColumns::push`] for a projected read (one thread, [`Part::All`]): only the
+    /// columns of `want` (the properties are parsed only if one of their columns is wanted).
+    fn push_projected(&mut self, v: &RecordView<'_>) -> bool {
+        let size = usize::try_from(v.total_size).unwrap_or(0);
+        if !self.taken.admit(size, self.max_bytes) {
+            return false;
+        }
+        if self.count == 0 {
+            self.reserve_like(size, v.body.len(), v.topic.len(), v.properties_raw);
+        }
+        self.count += 1;
+        let w = self.want;
+        if w.has(5) {
+            self.body.push(v.body);
+        }
+        if w.properties() {
+            self.push_properties(v.properties_raw);
+        }
+        if w.has(0) {
+            self.topic.push(v.topic.as_bytes());
+        }
+        if w.has(1) {
+            self.queue_id.push(v.queue_id);
+        }
+        if w.has(2) {
+            self.queue_offset.push(v.queue_offset);
+        }
+        if w.has(3) {
+            self.commitlog_offset.push(v.physical_offset);
+        }
+        if w.has(4) {
+            self.store_size.push(v.total_size);
+        }
+        if w.has(6) {
+            self.body_crc.push(v.body_crc);
+        }
+        if w.has(7) {
+            self.flag.push(v.flag);
+        }
+        if w.has(8) {
+            self.sys_flag.push(v.sys_flag);
+        }
+        if w.has(12) {
+            self.born_timestamp.push(v.born_timestamp);
+        }
+        if w.has(13) {
+            self.born_host.push(v.born_host);
+        }
+        if w.has(14) {
+            self.store_timestamp.push(v.store_timestamp);
+        }
+        if w.has(15) {
+            self.store_host.push(v.store_host);
+        }
+        if w.has(16) {
+            self.reconsume_times.push(v.reconsume_times);
+        }
+        if w.has(17) {
+            self.prepared_transaction_offset
+                .push(v.prepared_transaction_offset);
+        }
+        if w.has(18) {
+            self.ids
+                .push_id(&mut self.msg_id.data, v.store_host, v.physical_offset);
+            self.msg_id.close_value();
+        }
         true
     }
 
@@ -1128,6 +1290,7 @@ impl MessageColumns {
             body_with_properties,
             arrays: Vec::new(),
             failed: false,
+            want: Projection::ALL,
         }
     }
 
@@ -1136,6 +1299,7 @@ impl MessageColumns {
     /// of later ranges and convert to Arrow one half each ([`merge_ranges`]).
     fn split_properties(&mut self, body: bool) -> MessageColumns {
         let mut out = MessageColumns::hollow(Part::Properties, body);
+        out.want = self.want;
         out.tags = self.tags.take();
         out.keys = self.keys.take();
         out.prop_offsets = take(&mut self.prop_offsets);
@@ -1281,7 +1445,7 @@ impl MessageColumns {
     /// Converts the columns of this value's part to Arrow arrays (kept in `arrays`).
     fn convert_part(&mut self) -> Result<()> {
         for i in 0..MESSAGE_COLUMNS {
-            if self.part.has(i, self.body_with_properties) {
+            if self.part.has(i, self.body_with_properties) && self.want.has(i) {
                 let array = self.take_array(i)?;
                 self.arrays.push((i, array));
             }
@@ -1296,6 +1460,19 @@ impl MessageColumns {
             if let Some(slot) = done.get_mut(i) {
                 *slot = Some(array);
             }
+        }
+        if self.want != Projection::ALL {
+            let want = self.want;
+            let columns = want
+                .indices()
+                .map(|i| match done.get_mut(i).and_then(Option::take) {
+                    Some(array) => Ok(array),
+                    None => self.take_array(i),
+                })
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            let options = RecordBatchOptions::new().with_row_count(Some(self.count));
+            return RecordBatch::try_new_with_options(want.schema(), columns, &options)
+                .map_err(arrow_err);
         }
         let columns = done
             .into_iter()
@@ -1379,18 +1556,22 @@ fn build<W: Walk>(
     rows_hint: usize,
     max: usize,
     max_bytes: usize,
+    want: Projection,
 ) -> rocketstore::Result<(MessageColumns, W::Pos)> {
     let threads = build_threads().min(rows_hint / MIN_ROWS_PER_THREAD);
     if threads >= 2 && max_bytes >= PARALLEL_MIN_BYTES {
+        // A projected read splits by rows: a split by columns would leave one thread idle.
         let built = match walk.settled() {
-            Some(settled) if threads == 2 => build_by_columns(&settled, rows_hint, max, max_bytes),
-            _ => build_split(walk, threads, max, max_bytes),
+            Some(settled) if threads == 2 && want == Projection::ALL => {
+                build_by_columns(&settled, rows_hint, max, max_bytes)
+            }
+            _ => build_split(walk, threads, max, max_bytes, want),
         };
         if let Some(built) = built {
             return Ok(built);
         }
     }
-    let mut cols = MessageColumns::new(rows_hint, max_bytes);
+    let mut cols = MessageColumns::projected(rows_hint, max_bytes, want);
     let next = walk.walk(&mut cols, None, None, max, true)?;
     Ok((cols, next))
 }
@@ -1443,6 +1624,7 @@ fn build_by_columns<W: Walk>(
             max_bytes,
             max_bytes,
             (part, body_with_properties),
+            Projection::ALL,
         );
         // The part that does not copy the bodies checks the CRCs (which read them).
         let crc = !part.has(5, body_with_properties);
@@ -1497,6 +1679,7 @@ fn build_split<W: Walk>(
     threads: usize,
     max: usize,
     max_bytes: usize,
+    want: Projection,
 ) -> Option<(MessageColumns, W::Pos)> {
     // The plan: every record's position, and the batch state before it.
     let mut plan: Vec<(W::Pos, Taken)> = Vec::new();
@@ -1566,6 +1749,7 @@ fn build_split<W: Walk>(
             taken.stored,
             max_bytes,
             (Part::All, false),
+            want,
         );
         let mut next = None;
         let mut built = 0;
@@ -1588,6 +1772,7 @@ fn build_split<W: Walk>(
                 after.stored - prior.stored,
                 max_bytes,
                 (Part::All, false),
+                want,
             );
             let next = chunk(&mut cols, k)?;
             done.push((k, cols, next));
@@ -1684,18 +1869,72 @@ fn merge_ranges<P: Send>(ranges: Vec<(MessageColumns, P)>) -> Option<(MessageCol
 /// `rocketstore._native.DEFAULT_MAX_BATCH_BYTES` (the Python default of `max_bytes`). 8 MiB keeps each column buffer in the buffer pool.
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 8 << 20;
 
+/// Which records of the commit log a read keeps: those of one topic and of a tag expression
+/// (RocketMQ's `"TagA || TagB"`, matched on the record's `TAGS`; `None`, `""` and `"*"` keep
+/// every record). The filter is applied to each record before any of its columns is built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordFilter {
+    topic: Option<String>,
+    tags: Option<Vec<String>>,
+}
+
+impl RecordFilter {
+    /// Records of `topic` (every topic if `None`) whose tag is one of `tags`.
+    pub fn new(topic: Option<&str>, tags: Option<&str>) -> Self {
+        let tags = tags.map(str::trim).filter(|t| !t.is_empty() && *t != "*");
+        RecordFilter {
+            topic: topic.map(str::to_owned),
+            tags: tags.map(|t| {
+                t.split("||")
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            }),
+        }
+    }
+
+    /// Whether the filter keeps every record.
+    pub fn is_all(&self) -> bool {
+        self.topic.is_none() && self.tags.is_none()
+    }
+
+    /// Whether the record `v` is kept.
+    #[inline]
+    fn keeps(&self, v: &RecordView<'_>) -> bool {
+        if self.topic.as_deref().is_some_and(|t| t != v.topic) {
+            return false;
+        }
+        match &self.tags {
+            None => true,
+            Some(tags) => {
+                let tag = rocketstore::format::property_value(
+                    v.properties_raw,
+                    rocketstore::format::property::TAGS,
+                );
+                tag.is_some_and(|t| tags.iter().any(|x| x.as_bytes() == t))
+            }
+        }
+    }
+}
+
 /// The commit log walk of `read_arrow`.
 struct LogWalk<'a> {
     store: &'a Store,
     from: u64,
     end: u64,
     check_crc: bool,
+    /// The records kept (`None`: every record).
+    filter: Option<&'a RecordFilter>,
 }
 
 impl Walk for LogWalk<'_> {
     type Pos = u64;
 
     fn settled(&self) -> Option<Self> {
+        if self.filter.is_some() {
+            return None; // the rows are not known in advance
+        }
         let end = self.end.min(self.store.max_commitlog_offset());
         let from = self.from.max(self.store.min_commitlog_offset());
         (end.saturating_sub(from) >= (PARALLEL_MIN_BYTES / 2) as u64)
@@ -1703,6 +1942,9 @@ impl Walk for LogWalk<'_> {
     }
 
     fn plan(&self, f: &mut dyn FnMut(u64, usize) -> bool) -> Option<()> {
+        if self.filter.is_some() {
+            return None; // the rows are not known in advance
+        }
         self.store
             .record_sizes(self.from, self.end, |at, size| f(at, size as usize))
             .ok()
@@ -1716,13 +1958,26 @@ impl Walk for LogWalk<'_> {
         max: usize,
         crc: bool,
     ) -> rocketstore::Result<u64> {
-        self.store.visit_records(
-            from.unwrap_or(self.from),
-            end.unwrap_or(self.end),
-            max,
-            self.check_crc && crc,
-            |v| cols.push(v),
-        )
+        let (from, end) = (from.unwrap_or(self.from), end.unwrap_or(self.end));
+        let crc = self.check_crc && crc;
+        let Some(filter) = self.filter else {
+            return self
+                .store
+                .visit_records(from, end, max, crc, |v| cols.push(v));
+        };
+        // Records the filter drops are stepped over and do not count: the walk goes on to
+        // the `max`-th kept record (or the byte bound, or the end).
+        let mut kept = 0usize;
+        self.store.visit_records(from, end, usize::MAX, crc, |v| {
+            if !filter.keeps(v) {
+                return true;
+            }
+            if kept >= max || !cols.push(v) {
+                return false;
+            }
+            kept += 1;
+            true
+        })
     }
 
     fn walk_properties(
@@ -1731,7 +1986,7 @@ impl Walk for LogWalk<'_> {
         max: usize,
         crc: bool,
     ) -> Option<rocketstore::Result<u64>> {
-        if self.check_crc && crc {
+        if (self.check_crc && crc) || self.filter.is_some() {
             return None;
         }
         Some(
@@ -1749,13 +2004,37 @@ pub fn read_log(
     max_bytes: usize,
     check_crc: bool,
 ) -> rocketstore::Result<(MessageColumns, u64)> {
+    read_log_projected(
+        store,
+        (from, end),
+        max,
+        max_bytes,
+        check_crc,
+        Projection::ALL,
+        &RecordFilter::default(),
+    )
+}
+
+/// `read_arrow` with a projection and a filter: the records of `[from, end)` that `filter`
+/// keeps (dropped records do not count towards `max` or `max_bytes`), only the columns of
+/// `want`.
+pub fn read_log_projected(
+    store: &Store,
+    (from, end): (u64, u64),
+    max: usize,
+    max_bytes: usize,
+    check_crc: bool,
+    want: Projection,
+    filter: &RecordFilter,
+) -> rocketstore::Result<(MessageColumns, u64)> {
     let walk = LogWalk {
         store,
         from,
         end,
         check_crc,
+        filter: (!filter.is_all()).then_some(filter),
     };
-    build(&walk, max, max, max_bytes)
+    build(&walk, max, max, max_bytes, want)
 }
 
 /// The queue walk of `get_message_arrow`.
@@ -1816,6 +2095,17 @@ pub fn read_queue(
     span: &QueueSpan<'_>,
     max_bytes: usize,
 ) -> rocketstore::Result<(MessageColumns, i64)> {
+    read_queue_projected(store, span, max_bytes, Projection::ALL)
+}
+
+/// [`read_queue`] building only the columns of `want` (the span's tag filter drops records
+/// before any column is built).
+pub fn read_queue_projected(
+    store: &Store,
+    span: &QueueSpan<'_>,
+    max_bytes: usize,
+    want: Projection,
+) -> rocketstore::Result<(MessageColumns, i64)> {
     let QueueSpan {
         topic,
         queue_id,
@@ -1831,7 +2121,7 @@ pub fn read_queue(
         .saturating_sub(from.max(store.min_offset_in_queue(topic, queue_id)));
     let rows = max.min(usize::try_from(left).unwrap_or(0));
     let walk = QueueWalk { store, span: *span };
-    build(&walk, rows, max, max_bytes)
+    build(&walk, rows, max, max_bytes, want)
 }
 
 /// The consume queue columns: topic, queue_id, queue_offset, commitlog_offset, size, tags_code.

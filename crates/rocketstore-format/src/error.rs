@@ -40,7 +40,7 @@ pub enum FieldErrorReason {
     #[error("not an integer")]
     NotAnInteger,
     /// A numeric value is outside its allowed range.
-    #[error("value {value} is outside {min}..={max}")]
+    #[error("value {value} is outside the range {min} to {max}")]
     OutOfRange {
         /// The value.
         value: i64,

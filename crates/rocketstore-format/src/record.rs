@@ -164,7 +164,7 @@ pub enum EncodeError {
         len: usize,
     },
     /// The topic is empty or longer than the version's TOPICLENGTH field can express.
-    #[error("topic length {len} is not in 1..={max}")]
+    #[error("topic length {len} is outside the range 1 to {max}")]
     TopicLength {
         /// Topic length in bytes.
         len: usize,

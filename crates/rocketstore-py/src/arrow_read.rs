@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3_arrow::PyRecordBatch;
-use rocketstore_arrow::arrow_read::{self, MessageColumns};
+use rocketstore_arrow::arrow_read::{self, MessageColumns, Projection};
 
 use crate::error::map_arrow_error;
 
@@ -33,8 +33,9 @@ pub(crate) fn message_batch<'py>(
     py: Python<'py>,
     cols: MessageColumns,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let projected = cols.projection() != Projection::ALL;
     let batch = cols.into_batch().map_err(|e| map_arrow_error(py, &e))?;
-    if batch.num_rows() == 0 {
+    if batch.num_rows() == 0 && !projected {
         // Dropping the batch gives its buffers back to the read buffer pool.
         drop(batch);
         let empty = EMPTY_MESSAGES.get_or_try_init(py, || {
@@ -45,4 +46,13 @@ pub(crate) fn message_batch<'py>(
         return Ok(empty.bind(py).clone());
     }
     PyRecordBatch::new(batch).into_pyarrow(py)
+}
+
+/// The columns a read builds: `columns` (names of `MESSAGE_SCHEMA`), every column if `None`.
+/// An unknown name raises the binding's invalid-value error naming the columns there are.
+pub(crate) fn projection(py: Python<'_>, columns: Option<&[String]>) -> PyResult<Projection> {
+    match columns {
+        None => Ok(Projection::ALL),
+        Some(names) => Projection::of_names(names).map_err(|e| map_arrow_error(py, &e)),
+    }
 }

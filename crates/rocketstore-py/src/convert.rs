@@ -201,6 +201,62 @@ fn extract_i64(obj: &Bound<'_, PyAny>, field: &'static str, at: At) -> PyResult<
     }
 }
 
+/// Extractors of named arguments (`#[pyo3(from_py_with = ...)]`): a wrong type raises a
+/// `TypeError` that names the argument in its message (`queue_id must be int, not str`),
+/// where the default extraction only says `'str' object cannot be interpreted as an integer`.
+pub(crate) mod arg {
+    use super::{extract_i32, extract_i64, type_error, type_name, At};
+    use pyo3::prelude::*;
+    use pyo3::pybacked::PyBackedStr;
+
+    const AT: At = At { index: None };
+
+    macro_rules! ints {
+        ($($f:ident: $t:ty = $extract:ident($name:literal);)*) => {$(
+            pub(crate) fn $f(obj: &Bound<'_, PyAny>) -> PyResult<$t> {
+                $extract(obj, $name, AT)
+            }
+        )*};
+    }
+
+    ints! {
+        queue_id: i32 = extract_i32("queue_id");
+        queue_id_i64: i64 = extract_i64("queue_id");
+        offset: i64 = extract_i64("offset");
+        flag: i64 = extract_i64("flag");
+        delay_level: i64 = extract_i64("delay_level");
+        prepared_transaction_offset: i64 = extract_i64("prepared_transaction_offset");
+    }
+
+    /// `born_timestamp`: an int or None.
+    pub(crate) fn born_timestamp(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+        if obj.is_none() {
+            return Ok(None);
+        }
+        extract_i64(obj, "born_timestamp", AT).map(Some)
+    }
+
+    fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<PyBackedStr> {
+        obj.extract::<PyBackedStr>().map_err(|_| {
+            type_error(
+                name,
+                None,
+                format_args!("must be str, not {}", type_name(obj)),
+            )
+        })
+    }
+
+    /// `topic` of the reads.
+    pub(crate) fn topic(obj: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
+        text(obj, "topic")
+    }
+
+    /// `key` of `query_message`.
+    pub(crate) fn key(obj: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
+        text(obj, "key")
+    }
+}
+
 /// An int argument that must fit in an i32 (queue_id, flag).
 pub(crate) fn to_i32(v: i64, field: &'static str, at: At) -> PyResult<i32> {
     i32::try_from(v).map_err(|_| {
@@ -545,8 +601,9 @@ impl<'a> Views<'a> {
 
 /// The result of putting one message (RocketMQ `PutMessageResult` + `AppendMessageResult`).
 ///
-/// ``status`` is RocketMQ's ``PutMessageStatus`` name: ``"PUT_OK"``, or for example
-/// ``"FLUSH_DISK_TIMEOUT"`` (written, but the synchronous flush did not finish in time).
+/// ``status`` is a :class:`rocketstore.PutMessageStatus` (a ``str`` enum: it compares equal to
+/// RocketMQ's ``PutMessageStatus`` name): ``PUT_OK``, or for example ``FLUSH_DISK_TIMEOUT``
+/// (written, but the synchronous flush did not finish in time).
 ///
 /// Example:
 ///
@@ -559,7 +616,6 @@ impl<'a> Views<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PutResult {
     /// RocketMQ's PutMessageStatus name, e.g. "PUT_OK" or "FLUSH_DISK_TIMEOUT".
-    #[pyo3(get)]
     pub(crate) status: &'static str,
     /// The offset message id: store host + commit log offset, 32 (IPv4) or 56 (IPv6) hex digits.
     #[pyo3(get)]
@@ -607,6 +663,15 @@ impl PutResult {
         self.status == "PUT_OK"
     }
 
+    /// What happened: a :class:`rocketstore.PutMessageStatus` (``PUT_OK``,
+    /// ``FLUSH_DISK_TIMEOUT``, ...), a ``str`` enum like ``GetResult.status``.
+    #[getter]
+    fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        PUT_STATUS_ENUM
+            .import(py, "rocketstore._status", "PutMessageStatus")?
+            .getattr(self.status)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "PutResult(status={}, msg_id={}, commitlog_offset={}, queue_offset={}, wrote_bytes={}, \
@@ -620,6 +685,10 @@ impl PutResult {
         ))
     }
 }
+
+/// `rocketstore.PutMessageStatus` (a `StrEnum` defined in Python, in `rocketstore._status`).
+static PUT_STATUS_ENUM: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> =
+    pyo3::sync::PyOnceLock::new();
 
 /// A message read back from the commit log (RocketMQ ``MessageExt``).
 ///
@@ -756,6 +825,49 @@ impl MessageBuilder {
 impl Message {
     pub(crate) fn from_stored(py: Python<'_>, m: StoredMessage) -> Message {
         MessageBuilder::default().of_stored(py, &m)
+    }
+
+    /// This message as a RocketMQ consumer sees it (see `decompressed`): `self` if its body
+    /// is not compressed, else a copy with the body decompressed (the GIL released) and the
+    /// compression bits of `sys_flag` cleared.
+    pub(crate) fn into_decompressed(self, py: Python<'_>) -> PyResult<Message> {
+        use rocketstore::format::sysflag::{COMPRESSED_FLAG, COMPRESSION_TYPE_MASK};
+        if self.h.sys_flag & COMPRESSED_FLAG == 0 {
+            return Ok(self);
+        }
+        let body = self.body.bind(py).as_bytes();
+        let mut out = Vec::new();
+        let sys_flag = self.h.sys_flag;
+        let max = rocketstore::compression::DEFAULT_MAX_DECOMPRESSED;
+        let offset = u64::try_from(self.h.physical_offset).ok();
+        py.detach(|| {
+            rocketstore::compression::BodyCodec::default().decompress(sys_flag, body, max, &mut out)
+        })
+        .map_err(|e| {
+            crate::compression::codec_error(py, &e, offset, "cannot decompress the body: ")
+        })?;
+        let mut h = self.h;
+        h.sys_flag &= !(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK);
+        Ok(Message {
+            body: PyBytes::new(py, &out).unbind(),
+            h,
+            ..self
+        })
+    }
+
+    /// `messages`, each [`Message::into_decompressed`] if `decompress`.
+    pub(crate) fn decompress_all(
+        py: Python<'_>,
+        messages: Vec<Message>,
+        decompress: bool,
+    ) -> PyResult<Vec<Message>> {
+        if !decompress {
+            return Ok(messages);
+        }
+        messages
+            .into_iter()
+            .map(|m| m.into_decompressed(py))
+            .collect()
     }
 
     /// The stored properties string.
@@ -935,6 +1047,34 @@ impl Message {
             h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
         (h >> 1) as isize
+    }
+
+    /// This message as a RocketMQ consumer sees it: if its body is compressed (``sys_flag``
+    /// bit 0, the codec in bits 8-10, as ``put(..., compression=...)`` and RocketMQ producers
+    /// write it), a copy whose ``body`` is decompressed and whose ``sys_flag`` has those bits
+    /// cleared; else this message. A body that does not decompress raises
+    /// :class:`CorruptionError` naming its commit log offset. The reads' ``decompress=True``
+    /// does this for every message they return.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// r = store.put("TopicTest", b"x" * 10_000, compression="zstd")
+    /// m = store.look_message_by_offset(r.commitlog_offset)
+    /// assert m.sys_flag & 1 and m.decompressed().body == b"x" * 10_000
+    /// ```
+    pub(crate) fn decompressed(&self, py: Python<'_>) -> PyResult<Message> {
+        let copy = Message {
+            topic: self.topic.clone_ref(py),
+            body: self.body.clone_ref(py),
+            props_buf: self.props_buf.clone_ref(py),
+            props: self.props,
+            h: self.h,
+            store_size: self.store_size,
+            body_crc: self.body_crc,
+            version: self.version,
+        };
+        copy.into_decompressed(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

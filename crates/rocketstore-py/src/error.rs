@@ -126,6 +126,43 @@ fn strerror(py: Python<'_>, errno: Option<i32>) -> Attr {
         .map_or(Attr::None(None), Attr::Str)
 }
 
+/// What a Python user changes to get past `e`, naming the keyword (appended to the message).
+fn keyword_hint(e: &Error) -> Option<String> {
+    match e {
+        Error::MessageTooLarge { field, .. } if *field != "properties" => Some(
+            " (the limit is the store's max_message_size keyword: \
+             MessageStore(path, max_message_size=...))"
+                .into(),
+        ),
+        Error::MessageTooLarge { .. } => {
+            Some(" (RocketMQ's fixed limit for the encoded properties)".into())
+        }
+        Error::Locked { .. } => Some(
+            " (another process, or another open handle in this process: one writer per \
+             store); close that handle, or open this one with read_only=True to read \
+             without the lock"
+                .into(),
+        ),
+        Error::UnsupportedFormat { path, reason } if reason.contains("bytes, expected") => {
+            let under = |dir: &str| path.components().any(|c| c.as_os_str() == dir);
+            let keyword = if under("consumequeue") {
+                "mapped_file_size_consume_queue"
+            } else if under("index") {
+                "max_hash_slot_num and max_index_num"
+            } else if under("commitlog") {
+                "mapped_file_size_commit_log"
+            } else {
+                return None;
+            };
+            Some(format!(
+                " (the store was written with another geometry: open it with the {keyword} \
+                 keyword it was written with)"
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// An Arrow read's error ([`rocketstore_arrow::Error`]): the engine's as [`map_error`] maps
 /// it, a batch Arrow rejects as `ValueError` with the reason.
 pub(crate) fn map_arrow_error(py: Python<'_>, e: &rocketstore_arrow::Error) -> PyErr {
@@ -139,7 +176,10 @@ pub(crate) fn map_arrow_error(py: Python<'_>, e: &rocketstore_arrow::Error) -> P
 ///
 /// The message is the error's `Display` plus its source chain.
 pub(crate) fn map_error(py: Python<'_>, e: &Error) -> PyErr {
-    let msg = rocketstore::message_with_sources(e);
+    let mut msg = rocketstore::message_with_sources(e);
+    if let Some(hint) = keyword_hint(e) {
+        msg.push_str(&hint);
+    }
     match e {
         Error::Io { op, path, source } => {
             let errno = source

@@ -64,6 +64,21 @@ impl GetResult {
         })
     }
 
+    /// This result with every message [`Message::into_decompressed`] if `decompress`.
+    pub(crate) fn decompress(self, py: Python<'_>, decompress: bool) -> PyResult<Self> {
+        if !decompress {
+            return Ok(self);
+        }
+        let mut out = Vec::with_capacity(self.messages.bind(py).len());
+        for m in self.messages.bind(py).iter() {
+            out.push(m.cast::<Message>()?.get().decompressed(py)?);
+        }
+        Ok(GetResult {
+            messages: PyList::new(py, out)?.unbind(),
+            ..self
+        })
+    }
+
     pub(crate) fn from_engine(py: Python<'_>, r: rocketstore::GetResult) -> PyResult<Self> {
         let messages = PyList::new(
             py,
@@ -99,6 +114,11 @@ impl GetResult {
 
     fn __len__(&self, py: Python<'_>) -> usize {
         self.messages.bind(py).len()
+    }
+
+    /// Iterates the messages found (``for m in store.get_message(...)``).
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.messages.bind(py).try_iter().map(Bound::into_any)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -22,10 +22,10 @@ use rocketstore::compression::{BodyCodec, CompressOptions};
 use rocketstore::{Error, GetStatus, Scanner, Store, StoredMessage};
 
 use crate::arrow;
-use crate::arrow_read::message_batch;
+use crate::arrow_read::{message_batch, projection};
 use crate::compression::compress_options;
 use crate::config::{config_from_kwargs, config_values};
-use crate::convert::MessageBuilder;
+use crate::convert::{arg, MessageBuilder};
 use crate::convert::{
     message_from_mapping, to_i32, At, Message, OwnedMessage, PutArgs, PutResult, Views,
 };
@@ -153,14 +153,6 @@ impl MessageStore {
         py.detach(move || f(&store)).map_err(|e| map_error(py, &e))
     }
 
-    fn put_owned(
-        &self,
-        py: Python<'_>,
-        msgs: Vec<OwnedMessage>,
-    ) -> PyResult<Vec<rocketstore::PutResult>> {
-        self.put_owned_compressed(py, msgs, None)
-    }
-
     /// Puts `msgs`, their bodies first compressed by `compress` if given.
     fn put_owned_compressed(
         &self,
@@ -230,6 +222,22 @@ impl MessageStore {
         config: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = config_from_kwargs(py, config)?;
+        if std::fs::metadata(&path).is_ok_and(|m| !m.is_dir()) {
+            // Said before the engine tries to create directories in it ("mkdir ... exists").
+            let e = Error::Io {
+                op: "open",
+                path,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    "it is a file, not a directory (a store is a directory holding commitlog/)",
+                ),
+            };
+            let err = map_error(py, &e);
+            // ENOTDIR (20 on Linux and macOS): `except NotADirectoryError`-style checks of
+            // `errno` see what happened.
+            let _ = err.value(py).setattr("errno", 20);
+            return Err(err);
+        }
         let root = path.clone();
         let cut = match truncate_to {
             None => None,
@@ -287,6 +295,16 @@ impl MessageStore {
     /// ``prepared_transaction_offset`` is the commit log offset of the half message a commit or
     /// rollback record refers to.
     ///
+    /// ``compression`` (``"lz4"``, ``"zstd"`` or ``"zlib"``; default ``None``) compresses a
+    /// body of at least ``compress_over`` bytes (default 4096) at ``compress_level`` (default
+    /// 5) as a RocketMQ producer does, exactly like :meth:`put_batch`'s arguments of the same
+    /// names; reads return it as stored unless asked to ``decompress=True``.
+    ///
+    /// Visibility: the message is readable by offset (:meth:`look_message_by_offset`,
+    /// :meth:`scan`, :meth:`read_arrow`) when ``put`` returns; queue and key reads
+    /// (:meth:`get_message`, :meth:`query_message`) see it once the background dispatcher
+    /// has indexed it, usually within a millisecond; :meth:`flush` waits for that too.
+    ///
     /// Raises :class:`InvalidMessageError` (a ``ValueError``) for a bad value and ``TypeError``
     /// for a wrong type; nothing is written then.
     ///
@@ -296,28 +314,34 @@ impl MessageStore {
     /// r = store.put("TopicTest", b"hello", queue_id=1, tags="TagA",
     ///               keys=["order-42"], properties={"source": "web"})
     /// assert r.ok, r.status
+    /// big = store.put("TopicTest", b"x" * 10_000, compression="zstd")
+    /// assert store.look_message_by_offset(big.commitlog_offset, decompress=True).body == b"x" * 10_000
     /// ```
-    #[pyo3(signature = (topic, body, *, queue_id = 0, tags = None, keys = None, properties = None, flag = 0, born_timestamp = None, born_host = None, store_host = None, delay_level = 0, transaction = None, prepared_transaction_offset = 0, producer_group = None))]
+    #[pyo3(signature = (topic, body, *, queue_id = 0, tags = None, keys = None, properties = None, flag = 0, born_timestamp = None, born_host = None, store_host = None, delay_level = 0, transaction = None, prepared_transaction_offset = 0, producer_group = None, compression = None, compress_level = 5, compress_over = 4096))]
     #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
         py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         body: &Bound<'_, PyAny>,
-        queue_id: i64,
+        #[pyo3(from_py_with = arg::queue_id_i64)] queue_id: i64,
         tags: Option<&Bound<'_, PyAny>>,
         keys: Option<&Bound<'_, PyAny>>,
         properties: Option<&Bound<'_, PyAny>>,
-        flag: i64,
-        born_timestamp: Option<i64>,
+        #[pyo3(from_py_with = arg::flag)] flag: i64,
+        #[pyo3(from_py_with = arg::born_timestamp)] born_timestamp: Option<i64>,
         born_host: Option<&Bound<'_, PyAny>>,
         store_host: Option<&Bound<'_, PyAny>>,
-        delay_level: i64,
+        #[pyo3(from_py_with = arg::delay_level)] delay_level: i64,
         transaction: Option<&Bound<'_, PyAny>>,
-        prepared_transaction_offset: i64,
+        #[pyo3(from_py_with = arg::prepared_transaction_offset)] prepared_transaction_offset: i64,
         producer_group: Option<&Bound<'_, PyAny>>,
+        compression: Option<&str>,
+        compress_level: i32,
+        compress_over: usize,
     ) -> PyResult<PutResult> {
         self.check_pid()?;
+        let compress = compress_options(py, compression, compress_level, compress_over)?;
         let at = At { index: None };
         let args = PutArgs {
             topic: Some(topic),
@@ -337,7 +361,7 @@ impl MessageStore {
         msg.born_timestamp = born_timestamp;
         msg.delay_level = to_i32(delay_level, "delay_level", at)?;
         msg.prepared_transaction_offset = prepared_transaction_offset;
-        let results = self.put_owned(py, vec![msg])?;
+        let results = self.put_owned_compressed(py, vec![msg], compress)?;
         results
             .first()
             .map(PutResult::from_engine)
@@ -380,18 +404,25 @@ impl MessageStore {
     ) -> PyResult<Vec<PutResult>> {
         self.check_pid()?;
         let compress = compress_options(py, compression, compress_level, compress_over)?;
+        let iterable = !(messages.is_instance_of::<PyString>()
+            || messages.is_instance_of::<pyo3::types::PyBytes>()
+            || messages.is_instance_of::<PyDict>());
         let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = messages.cast::<PyList>() {
             l.iter().collect()
         } else if let Ok(t) = messages.cast::<PyTuple>() {
             t.iter().collect()
+        } else if let Some(it) = iterable.then(|| messages.try_iter().ok()).flatten() {
+            // A generator or any other iterable of dicts: read whole first (the batch is
+            // validated whole before anything is written).
+            it.collect::<PyResult<_>>()?
         } else {
             let type_name = messages
                 .get_type()
                 .name()
                 .map_or_else(|_| "?".to_string(), |n| n.to_string());
             return Err(PyTypeError::new_err(format!(
-                "messages must be a list of dicts (or, with rocketstore.MessageStore, a pyarrow \
-                 RecordBatch or Table), not {type_name}"
+                "messages must be an iterable of dicts (a list, a generator, ...; or, with \
+                 rocketstore.MessageStore, a pyarrow RecordBatch or Table), not {type_name}"
             )));
         };
         let mut owned = Vec::with_capacity(items.len());
@@ -442,13 +473,23 @@ impl MessageStore {
     /// r = store.put("TopicTest", b"hello")
     /// assert store.look_message_by_offset(r.commitlog_offset).body == b"hello"
     /// ```
-    fn look_message_by_offset(&self, py: Python<'_>, commitlog_offset: i64) -> PyResult<Message> {
+    #[pyo3(signature = (commitlog_offset, *, decompress = false))]
+    fn look_message_by_offset(
+        &self,
+        py: Python<'_>,
+        commitlog_offset: i64,
+        decompress: bool,
+    ) -> PyResult<Message> {
         let store = self.store(py)?;
         let offset = offset_arg(py, &store, commitlog_offset)?;
         let m = py
             .detach(|| store.look_message_by_offset(offset))
             .map_err(|e| map_error(py, &e))?;
-        Ok(Message::from_stored(py, m))
+        let m = Message::from_stored(py, m);
+        if decompress {
+            return m.into_decompressed(py);
+        }
+        Ok(m)
     }
 
     /// Iterates the messages of the commit log in order, from ``from_offset`` (a record
@@ -467,8 +508,13 @@ impl MessageStore {
     /// it = store.scan(verify_crc=True)
     /// first_hundred = it.next_batch(100)
     /// ```
-    #[pyo3(signature = (from_offset = 0, *, verify_crc = false))]
-    fn scan(slf: &Bound<'_, Self>, from_offset: i64, verify_crc: bool) -> PyResult<ScanIterator> {
+    #[pyo3(signature = (from_offset = 0, *, verify_crc = false, decompress = false))]
+    fn scan(
+        slf: &Bound<'_, Self>,
+        from_offset: i64,
+        verify_crc: bool,
+        decompress: bool,
+    ) -> PyResult<ScanIterator> {
         let py = slf.py();
         let this = slf.get();
         let store = this.store(py)?;
@@ -480,6 +526,8 @@ impl MessageStore {
         Ok(ScanIterator {
             store: slf.clone().unbind(),
             pid: this.pid,
+            decompress,
+            verify_crc,
             state: Mutex::new(ScanState {
                 scanner: Some(scanner),
                 buffer: VecDeque::new(),
@@ -515,13 +563,22 @@ impl MessageStore {
         Ok(self.store(py)?.max_commitlog_offset())
     }
 
-    /// Flushes everything written so far to disk and returns the durable offset.
+    /// Flushes everything written so far to disk, makes it visible to every read, and returns
+    /// the durable offset.
+    ///
+    /// Visibility: a put is readable by offset when it returns, but queue and key reads
+    /// (:meth:`get_message`, :meth:`get_message_arrow`, :meth:`query_message`) see it only once
+    /// the dispatch thread has indexed it: usually within a millisecond, with no fixed bound on
+    /// a busy machine (several milliseconds were measured). ``flush()`` dispatches what is left
+    /// itself before it returns, so a read issued after it sees every put acknowledged before
+    /// it. :meth:`pull` waits for new messages instead.
     ///
     /// Example:
     ///
     /// ```python
     /// store.put("TopicTest", b"x")
     /// assert store.flush() == store.max_commitlog_offset()
+    /// assert store.get_message("TopicTest", 0, 0).messages  # visible after flush()
     /// ```
     fn flush(&self, py: Python<'_>) -> PyResult<u64> {
         self.enter(py, Store::flush)
@@ -617,22 +674,24 @@ impl MessageStore {
     ///         break
     ///     offset = r.next_begin_offset
     /// ```
-    #[pyo3(signature = (topic, queue_id, offset, max_messages = 32, *, max_total_bytes = None, tags = None))]
+    #[pyo3(signature = (topic, queue_id, offset, max_messages = 32, *, max_total_bytes = None, tags = None, decompress = false))]
     #[allow(clippy::too_many_arguments)]
     fn get_message(
         &self,
         py: Python<'_>,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
+        #[pyo3(from_py_with = arg::topic)] topic: PyBackedStr,
+        #[pyo3(from_py_with = arg::queue_id)] queue_id: i32,
+        #[pyo3(from_py_with = arg::offset)] offset: i64,
         max_messages: usize,
         max_total_bytes: Option<u64>,
         tags: Option<&str>,
+        decompress: bool,
     ) -> PyResult<GetResult> {
+        let topic: &str = &topic;
         let r = self.enter(py, |s| {
             s.get_message_records(topic, queue_id, offset, max_messages, max_total_bytes, tags)
         })?;
-        GetResult::from_records(py, r)
+        GetResult::from_records(py, r)?.decompress(py, decompress)
     }
 
     /// Long polling: like :meth:`get_message`, but when there is nothing (matching) to return
@@ -653,19 +712,21 @@ impl MessageStore {
     /// if r.status is rocketstore.GetMessageStatus.FOUND:
     ///     print([m.body for m in r.messages])
     /// ```
-    #[pyo3(signature = (topic, queue_id, offset, max_messages = 32, *, timeout_ms = 15000, tags = None, max_total_bytes = None))]
+    #[pyo3(signature = (topic, queue_id, offset, max_messages = 32, *, timeout_ms = 15000, tags = None, max_total_bytes = None, decompress = false))]
     #[allow(clippy::too_many_arguments)]
     fn pull(
         &self,
         py: Python<'_>,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
+        #[pyo3(from_py_with = arg::topic)] topic: PyBackedStr,
+        #[pyo3(from_py_with = arg::queue_id)] queue_id: i32,
+        #[pyo3(from_py_with = arg::offset)] offset: i64,
         max_messages: usize,
         timeout_ms: i64,
         tags: Option<&str>,
         max_total_bytes: Option<u64>,
+        decompress: bool,
     ) -> PyResult<GetResult> {
+        let topic: &str = &topic;
         let store = self.store(py)?;
         let Ok(timeout) = u64::try_from(timeout_ms) else {
             return Err(invalid_message(
@@ -703,7 +764,7 @@ impl MessageStore {
                 || !pull_waits(r.status, offset)
                 || start.elapsed() >= total;
             if done {
-                return GetResult::from_engine(py, r);
+                return GetResult::from_engine(py, r)?.decompress(py, decompress);
             }
             py.check_signals()?;
             if r.status == GetStatus::NoMatchedMessage && r.next_begin_offset > offset {
@@ -727,24 +788,28 @@ impl MessageStore {
     /// [m] = store.query_message("TopicTest", "order-42")
     /// assert m.body == b"order"
     /// ```
-    #[pyo3(signature = (topic, key, *, max_num = 32, begin = 0, end = None))]
+    #[pyo3(signature = (topic, key, *, max_num = 32, begin = 0, end = None, decompress = false))]
+    #[allow(clippy::too_many_arguments)]
     fn query_message(
         &self,
         py: Python<'_>,
         topic: &Bound<'_, PyString>,
-        key: &str,
+        #[pyo3(from_py_with = arg::key)] key: PyBackedStr,
         max_num: usize,
         begin: i64,
         end: Option<i64>,
+        decompress: bool,
     ) -> PyResult<Vec<Message>> {
         let end = end.unwrap_or(i64::MAX);
         let name = topic.to_str()?;
+        let key: &str = &key;
         let r = self.enter(py, |s| {
             s.query_message_records(name, key, max_num, begin, end)
         })?;
         let views: Vec<_> = r.iter().filter_map(|h| h.view()).collect();
         // Every match is of `topic`: the messages share the caller's `str`.
-        Ok(MessageBuilder::with_topic(topic.clone().unbind()).of_views(py, &views))
+        let found = MessageBuilder::with_topic(topic.clone().unbind()).of_views(py, &views);
+        Message::decompress_all(py, found, decompress)
     }
 
     /// :meth:`query_message` of each of ``keys``, all of ``topic`` with the same ``max_num``,
@@ -766,7 +831,8 @@ impl MessageStore {
     /// found = store.query_messages("TopicTest", ["order-1", "order-2", "order-3"])
     /// assert [[m.body for m in ms] for ms in found] == [[b"a"], [b"b"], []]
     /// ```
-    #[pyo3(signature = (topic, keys, *, max_num = 32, begin = 0, end = None))]
+    #[pyo3(signature = (topic, keys, *, max_num = 32, begin = 0, end = None, decompress = false))]
+    #[allow(clippy::too_many_arguments)]
     fn query_messages(
         &self,
         py: Python<'_>,
@@ -775,6 +841,7 @@ impl MessageStore {
         max_num: usize,
         begin: i64,
         end: Option<i64>,
+        decompress: bool,
     ) -> PyResult<Vec<Vec<Message>>> {
         let end = end.unwrap_or(i64::MAX);
         let name = topic.to_str()?;
@@ -790,9 +857,8 @@ impl MessageStore {
             views.extend(hits.iter().filter_map(|h| h.view()));
             counts.push(views.len() - before);
         }
-        let mut all = MessageBuilder::with_topic(topic.clone().unbind())
-            .of_views(py, &views)
-            .into_iter();
+        let found = MessageBuilder::with_topic(topic.clone().unbind()).of_views(py, &views);
+        let mut all = Message::decompress_all(py, found, decompress)?.into_iter();
         Ok(counts
             .into_iter()
             .map(|n| all.by_ref().take(n).collect())
@@ -811,9 +877,19 @@ impl MessageStore {
     /// r = store.put("TopicTest", b"hello")
     /// assert store.view_message_by_id(r.msg_id).body == b"hello"
     /// ```
-    fn view_message_by_id(&self, py: Python<'_>, msg_id: &str) -> PyResult<Message> {
+    #[pyo3(signature = (msg_id, *, decompress = false))]
+    fn view_message_by_id(
+        &self,
+        py: Python<'_>,
+        msg_id: &str,
+        decompress: bool,
+    ) -> PyResult<Message> {
         let m = self.enter(py, |s| s.view_message_by_id(msg_id))?;
-        Ok(Message::from_stored(py, m))
+        let m = Message::from_stored(py, m);
+        if decompress {
+            return m.into_decompressed(py);
+        }
+        Ok(m)
     }
 
     /// The queue offset of the first message stored at or after ``timestamp_ms``
@@ -1080,7 +1156,8 @@ impl MessageStore {
 
     /// Arrow read of the commit log (private; see ``rocketstore.MessageStore.read_arrow``).
     /// Returns ``(pyarrow.RecordBatch, next_offset)``.
-    #[pyo3(signature = (from_offset, max_messages, end_offset, verify_crc, max_bytes))]
+    #[pyo3(signature = (from_offset, max_messages, end_offset, verify_crc, max_bytes, columns=None, topic=None, tags=None))]
+    #[allow(clippy::too_many_arguments)]
     fn _read_log_columns<'py>(
         &self,
         py: Python<'py>,
@@ -1089,12 +1166,27 @@ impl MessageStore {
         end_offset: Option<i64>,
         verify_crc: bool,
         max_bytes: usize,
+        columns: Option<Vec<String>>,
+        topic: Option<&str>,
+        tags: Option<&str>,
     ) -> PyResult<(Bound<'py, PyAny>, u64)> {
         let store = self.store(py)?;
         let from = offset_arg(py, &store, from_offset)?;
         let end = end_offset.map_or(u64::MAX, |e| u64::try_from(e).unwrap_or(0));
+        let want = projection(py, columns.as_deref())?;
+        let filter = arrow_read::RecordFilter::new(topic, tags);
         let (cols, next) = py
-            .detach(|| arrow_read::read_log(&store, from, end, max_messages, max_bytes, verify_crc))
+            .detach(|| {
+                arrow_read::read_log_projected(
+                    &store,
+                    (from, end),
+                    max_messages,
+                    max_bytes,
+                    verify_crc,
+                    want,
+                    &filter,
+                )
+            })
             .map_err(|e| map_error(py, &e))?;
         Ok((message_batch(py, cols)?, next))
     }
@@ -1102,7 +1194,7 @@ impl MessageStore {
     /// Arrow read through a consume queue (private; see
     /// ``rocketstore.MessageStore.get_message_arrow``). Returns ``(pyarrow.RecordBatch,
     /// next_offset)``.
-    #[pyo3(signature = (topic, queue_id, offset, max_messages, end_offset, verify_crc, tags, max_bytes))]
+    #[pyo3(signature = (topic, queue_id, offset, max_messages, end_offset, verify_crc, tags, max_bytes, columns=None))]
     #[allow(clippy::too_many_arguments)]
     fn _read_queue_columns<'py>(
         &self,
@@ -1115,9 +1207,11 @@ impl MessageStore {
         verify_crc: bool,
         tags: Option<&str>,
         max_bytes: usize,
+        columns: Option<Vec<String>>,
     ) -> PyResult<(Bound<'py, PyAny>, i64)> {
         let store = self.store(py)?;
         let end = end_offset.unwrap_or(i64::MAX);
+        let want = projection(py, columns.as_deref())?;
         let (cols, next) = py
             .detach(|| {
                 let span = rocketstore::QueueSpan {
@@ -1129,7 +1223,7 @@ impl MessageStore {
                     check_crc: verify_crc,
                     subscription: tags,
                 };
-                arrow_read::read_queue(&store, &span, max_bytes)
+                arrow_read::read_queue_projected(&store, &span, max_bytes, want)
             })
             .map_err(|e| map_error(py, &e))?;
         Ok((message_batch(py, cols)?, next))
@@ -1375,6 +1469,10 @@ struct ScanState {
 pub(crate) struct ScanIterator {
     store: Py<MessageStore>,
     pid: u32,
+    /// Whether the messages are returned decompressed (``scan(decompress=True)``).
+    decompress: bool,
+    /// Whether every body CRC is checked (``scan(verify_crc=True)``).
+    verify_crc: bool,
     state: Mutex<ScanState>,
     /// Signalled whenever a thread puts the scanner back after a fetch.
     fetched: Condvar,
@@ -1489,7 +1587,16 @@ impl ScanIterator {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Message>> {
         let mut out = Vec::with_capacity(1);
         self.fill(py, 1, &mut out)?;
-        Ok(out.pop().map(|m| Message::from_stored(py, m)))
+        out.pop()
+            .map(|m| {
+                let m = Message::from_stored(py, m);
+                if self.decompress {
+                    m.into_decompressed(py)
+                } else {
+                    Ok(m)
+                }
+            })
+            .transpose()
     }
 
     /// Up to ``n`` next messages as a list; an empty list once the scan is exhausted.
@@ -1507,10 +1614,11 @@ impl ScanIterator {
         }
         let mut out = Vec::with_capacity(n.min(SCAN_BATCH * 16));
         self.fill(py, n, &mut out)?;
-        Ok(out
+        let messages = out
             .into_iter()
             .map(|m| Message::from_stored(py, m))
-            .collect())
+            .collect();
+        Message::decompress_all(py, messages, self.decompress)
     }
 
     /// The commit log offset of the next message this iterator will return (the end of the
@@ -1530,6 +1638,26 @@ impl ScanIterator {
             return Ok(u64::try_from(m.commitlog_offset()).ok());
         }
         Ok(st.scanner.as_ref().map(Scanner::offset))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let offset = match self.offset()? {
+            Some(o) => o.to_string(),
+            None => "None".into(),
+        };
+        let (done, buffered) = {
+            let st = lock(&self.state);
+            (st.done && st.buffer.is_empty(), st.buffer.len())
+        };
+        let path = self.store.get().path.display().to_string();
+        Ok(format!(
+            "ScanIterator(store={}, offset={offset}, buffered={buffered}, exhausted={}, \
+             verify_crc={}, decompress={})",
+            crate::convert::py_repr(py, &path)?,
+            if done { "True" } else { "False" },
+            if self.verify_crc { "True" } else { "False" },
+            if self.decompress { "True" } else { "False" },
+        ))
     }
 }
 

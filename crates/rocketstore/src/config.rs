@@ -242,7 +242,7 @@ macro_rules! store_config {
                     let v = self.$iname as i128;
                     if v < ($imin) as i128 || v > ($imax) as i128 {
                         return Err(config_err(stringify!($iname), &format!(
-                            "{} is outside {}..={}", v, $imin, $imax)));
+                            "{} is outside the range {} to {}", v, $imin, $imax)));
                     }
                 } )*
                 Ok(())
@@ -451,7 +451,10 @@ fn config_err(key: &str, reason: &str) -> Error {
 fn int_value(key: &str, value: &ConfigValue, min: i64, max: i64) -> Result<i64> {
     match value {
         ConfigValue::Int(v) if (min..=max).contains(v) => Ok(*v),
-        ConfigValue::Int(v) => Err(config_err(key, &format!("{v} is outside {min}..={max}"))),
+        ConfigValue::Int(v) => Err(config_err(
+            key,
+            &format!("{v} is outside the range {min} to {max}"),
+        )),
         other => Err(config_err(
             key,
             &format!("expected an integer, got {other}"),

@@ -119,7 +119,7 @@ pub enum Error {
     #[error("store is closed")]
     Closed,
     /// Another process holds the store's lock.
-    #[error("store {path} is locked by another process")]
+    #[error("store {path} is locked by another writer")]
     Locked {
         /// The lock file.
         path: PathBuf,

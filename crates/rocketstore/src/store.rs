@@ -798,7 +798,10 @@ impl Store {
             .collect()
     }
 
-    /// Commits and flushes everything written so far, and returns the durable offset.
+    /// Commits and flushes everything written so far, dispatches it to the consume queues and
+    /// the index, and returns the durable offset. A queue or key read issued after `flush`
+    /// returns sees every put acknowledged before it was called (without it, a read races the
+    /// dispatch thread, which usually indexes a put within a millisecond but has no bound).
     ///
     /// # Errors
     /// [`Error::Poisoned`] if a flush fails (the store is then fenced).
@@ -809,6 +812,9 @@ impl Store {
         }
         self.health.check()?;
         let durable = self.log.flush_all()?;
+        // Runs are serialized with the dispatch thread's (which then finds nothing left).
+        self.dispatcher
+            .dispatch_until(&self.log, reput_end(&self.log, self.config.flush_disk_type))?;
         self.consumer_offsets.persist(self.config.fsync_directory)?;
         if let Some(core) = &self.schedule {
             core.persist()?;

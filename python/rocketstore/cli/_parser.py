@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import rocketstore
 from rocketstore.cli._demo import demo_local
-from rocketstore.cli._tools import cmd_bench, cmd_dump, cmd_inspect, cmd_rebuild_indexes
+from rocketstore.cli._errors import EXIT_CODES_HELP, EXIT_DEPENDENCY, CliError
+from rocketstore.cli._tools import (
+    cmd_bench,
+    cmd_dump,
+    cmd_inspect,
+    cmd_rebuild_indexes,
+    cmd_verify_local,
+)
 
 __all__ = ["build_parser"]
 
@@ -27,13 +33,14 @@ def _spark_command(name: str, args: argparse.Namespace) -> int:
     try:
         from rocketstore.cli import _spark
     except ImportError as e:
-        print(
-            f"rocketstore {args.command}: needs PySpark ({e}); install it with "
-            "pip install 'rocketstore[spark]' (and Java 17+), or run "
-            "'rocketstore demo --no-spark' for the demo without Spark",
-            file=sys.stderr,
-        )
-        return 2
+        alternative = {
+            "demo": "; 'rocketstore demo --no-spark' runs the demo without Spark",
+            "verify": "; 'rocketstore verify --no-spark' runs the per-store checks without it",
+        }.get(args.command, "")
+        raise CliError(
+            f"needs PySpark ({e}): pip install 'rocketstore[spark]' (and Java 17+){alternative}",
+            EXIT_DEPENDENCY,
+        ) from e
     result: int = getattr(_spark, name)(args)
     return result
 
@@ -50,6 +57,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    """``rocketstore verify``: with Spark, or the per-store checks in this process
+    (``--no-spark``, which needs no PySpark)."""
+    if args.no_spark:
+        return cmd_verify_local(args)
     return _spark_command("cmd_verify", args)
 
 
@@ -74,6 +85,20 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+def _config_arguments(p: argparse.ArgumentParser, help: str) -> None:
+    """``-c/--config KEY=VALUE`` (repeatable), the store settings of every command;
+    ``-o/--option`` is a hidden alias (older spelling of ``ingest`` and ``verify``)."""
+    p.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=help,
+    )
+    p.add_argument("-o", "--option", action="append", dest="config", help=argparse.SUPPRESS)
+
+
 def _spark_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--master",
@@ -91,7 +116,8 @@ def _spark_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
-_EXAMPLES = """\
+_EXAMPLES = (
+    """\
 A store is a directory in Apache RocketMQ's on-disk format (commitlog/, consumequeue/,
 index/, checkpoint). The Spark commands write and check directories of stores, one store
 per Spark task, described by a _SUCCESS manifest.
@@ -113,8 +139,12 @@ examples:
   rocketstore bench                       figures against file/mmap/SQLite baselines
 
 Run 'rocketstore COMMAND --help' for the options of a command. The Spark commands (demo,
-ingest, verify) need 'pip install rocketstore[spark]' and Java 17+.
+ingest, verify) need 'pip install rocketstore[spark]' and Java 17+ ('verify --no-spark' and
+'demo --no-spark' do not). Store settings are given with -c/--config KEY=VALUE everywhere.
+
 """
+    + EXIT_CODES_HELP
+)
 
 
 def _sizes(text: str) -> list[int]:
@@ -228,6 +258,11 @@ def _add_demo(sub: _Commands) -> None:
         metavar="BYTES",
         help="commit log file size (default: 64 MiB with Spark, RocketMQ's 1 GiB without)",
     )
+    demo.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object on stdout (the commentary goes to stderr)",
+    )
     _spark_arguments(demo)
     demo.set_defaults(func=cmd_demo)
 
@@ -249,7 +284,7 @@ def _add_ingest(sub: _Commands) -> None:
             "examples:\n"
             "  rocketstore ingest --input orders.parquet --store /data/stores\n"
             "  rocketstore ingest --input events/ --format json --store /data/stores \\\n"
-            "      --stores 16 --mode overwrite -o mapped_file_size_commit_log=268435456"
+            "      --stores 16 --mode overwrite -c mapped_file_size_commit_log=268435456"
         ),
         formatter_class=_HelpFormatter,
     )
@@ -277,14 +312,10 @@ def _add_ingest(sub: _Commands) -> None:
         metavar="COLUMN",
         help="sort each store's messages by this column first (repeatable)",
     )
-    ingest.add_argument(
-        "-o",
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a writer option (queueSelector, queueNums) or store setting, e.g. "
-        "-o mapped_file_size_commit_log=268435456 (repeatable)",
+    _config_arguments(
+        ingest,
+        "a store setting or writer option (queueSelector, queueNums, compressionType), e.g. "
+        "-c mapped_file_size_commit_log=268435456 (repeatable)",
     )
     _spark_arguments(ingest)
     ingest.set_defaults(func=cmd_ingest)
@@ -340,14 +371,7 @@ def _add_verify(sub: _Commands) -> None:
     verify.add_argument(
         "--examples", type=_positive, default=3, help="failure examples shown per check"
     )
-    verify.add_argument(
-        "-o",
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a store setting for stores with non-default geometry (repeatable)",
-    )
+    _config_arguments(verify, "a store setting for stores with non-default geometry (repeatable)")
     _spark_arguments(verify)
     verify.set_defaults(func=cmd_verify)
 
@@ -420,13 +444,9 @@ def _add_inspect(sub: _Commands) -> None:
     )
     inspect.add_argument("root", metavar="ROOT", help="a store or a directory of stores")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    inspect.add_argument(
-        "-c",
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a store configuration value, e.g. -c mapped_file_size_consume_queue=20480 "
+    _config_arguments(
+        inspect,
+        "a store setting, e.g. -c mapped_file_size_consume_queue=20480 "
         "(repeatable; see rocketstore.config_fields())",
     )
     inspect.set_defaults(func=cmd_inspect)
@@ -464,19 +484,18 @@ def _add_dump(sub: _Commands) -> None:
     dump.add_argument(
         "--json",
         action="store_true",
-        help="one JSON object per message (body as UTF-8 text, else base64)",
+        help="one JSON object per message, with its sys_flag and whether the body is "
+        "compressed (body as UTF-8 text, else base64)",
+    )
+    dump.add_argument(
+        "--decompress",
+        action="store_true",
+        help="show compressed bodies decompressed, as a RocketMQ consumer sees them",
     )
     dump.add_argument(
         "--body-chars", type=_positive, default=80, help="body bytes shown per line (text)"
     )
-    dump.add_argument(
-        "-c",
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a store configuration value (repeatable)",
-    )
+    _config_arguments(dump, "a store setting (repeatable)")
     dump.set_defaults(func=cmd_dump)
 
 
@@ -490,14 +509,8 @@ def _add_rebuild_indexes(sub: _Commands) -> None:
         ),
     )
     rebuild.add_argument("root", metavar="ROOT", help="a store or a directory of stores")
-    rebuild.add_argument(
-        "-c",
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a store configuration value (repeatable)",
-    )
+    _config_arguments(rebuild, "a store setting (repeatable)")
+    rebuild.add_argument("--json", action="store_true", help="print one JSON object per store")
     rebuild.set_defaults(func=cmd_rebuild_indexes)
 
 
@@ -506,11 +519,7 @@ def cmd_spark_jar(args: argparse.Namespace) -> int:
     del args
     jar = Path(rocketstore.__file__).parent / "spark" / "jvm" / "rocketstore-spark.jar"
     if not jar.is_file():
-        print(
-            f"rocketstore spark-jar: this installation has no JVM connector ({jar})",
-            file=sys.stderr,
-        )
-        return 2
+        raise CliError(f"this installation has no JVM connector ({jar})", EXIT_DEPENDENCY)
     print(jar)
     return 0
 
@@ -523,7 +532,7 @@ def _add_spark_jar(sub: _Commands) -> None:
             "Prints the path of rocketstore-spark.jar, the JVM connector the wheel ships (its "
             "native library inside), for Spark jobs in Scala, Java or SQL: "
             'spark-submit --jars "$(rocketstore spark-jar)" ... then format("rocketstore"). '
-            "Exit status 2 if this installation has none."
+            "Exit status 7 if this installation has none."
         ),
     )
     jar.set_defaults(func=cmd_spark_jar)

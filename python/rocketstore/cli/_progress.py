@@ -2,6 +2,7 @@
 
 :class:`Progress` counts units the command itself handles (messages put or scanned);
 :class:`SparkProgress` counts the Spark tasks of the jobs started inside its ``with`` block.
+Bars are drawn only when stderr is a terminal: a log file or a pipe gets no ``\r`` lines.
 """
 
 from __future__ import annotations
@@ -17,22 +18,33 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Progress", "SparkProgress"]
+__all__ = ["Progress", "SparkProgress", "on_terminal"]
+
+
+def on_terminal(stream: TextIO | None = None) -> bool:
+    """Whether ``stream`` (default: stderr) is a terminal, where a bar redrawn with ``\r``
+    belongs."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed or not a real stream
+        return False
 
 
 class Progress:
-    """A progress bar over ``total`` units; tqdm if available, else a plain stderr bar."""
+    """A progress bar over ``total`` units; tqdm if available, else a plain stderr bar. Drawn
+    only when enabled and stderr is a terminal."""
 
     def __init__(self, total: int, desc: str, unit: str = "msg", enabled: bool = True) -> None:
         self.total = total
         self.desc = desc
         self.unit = unit
         self.done = 0
-        self.enabled = enabled
+        self._stream: TextIO = sys.stderr
+        self.enabled = enabled and on_terminal(self._stream)
         self.start = time.perf_counter()
         self._tqdm: Any = None
-        self._stream: TextIO = sys.stderr
-        if not enabled:
+        if not self.enabled:
             return
         try:
             from tqdm import tqdm
@@ -103,7 +115,7 @@ class SparkProgress:
         self._bar: Any = None
         self._tqdm: Any = None
         self._thread: threading.Thread | None = None
-        if enabled:
+        if enabled and on_terminal():
             try:
                 from tqdm import tqdm
             except ImportError:

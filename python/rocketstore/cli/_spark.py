@@ -19,16 +19,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocketstore._stores import MANIFEST, is_store
-from rocketstore.cli._demo import demo_geometry
+from rocketstore.cli._demo import demo_geometry, fmt_per_second
+from rocketstore.cli._errors import EXIT_USAGE, CliError
 from rocketstore.cli._progress import SparkProgress
+from rocketstore.cli._tools import cmd_verify_local, print_verify, report_files_line
 from rocketstore.spark._demo import demo_messages
 from rocketstore.spark._ingest import PUT_COLUMNS, ingest
-from rocketstore.spark.verify import verify, verify_local
+from rocketstore.spark.verify import verify
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from rocketstore.spark._report import VerifyReport
 
 __all__ = ["cmd_demo", "cmd_ingest", "cmd_verify", "read_input", "session"]
 
@@ -100,7 +101,7 @@ def session(master: str, app: str, *, conf: list[str] | None = None) -> Iterator
     for item in conf or []:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"rocketstore: --conf expects KEY=VALUE, got {item!r}")
+            raise CliError(f"--conf expects KEY=VALUE, got {item!r}", EXIT_USAGE)
         if key == "spark.jars" and user_jars is not None and jvm_reader_conf():
             continue  # already joined with the JVM reader's jar above
         builder = builder.config(key, value)
@@ -136,8 +137,8 @@ def _input_format(path: str, fmt: str | None) -> str:
         for entry in sorted(os.listdir(path)):
             if not entry.startswith(("_", ".")):
                 return _input_format(entry, None) if "." in entry else "parquet"
-    raise SystemExit(
-        f"rocketstore: cannot tell the format of {path}; pass --format parquet, json or csv"
+    raise CliError(
+        f"cannot tell the format of {path}; pass --format parquet, json or csv", EXIT_USAGE
     )
 
 
@@ -165,9 +166,10 @@ def read_input(spark: SparkSession, path: str, fmt: str | None = None) -> DataFr
         )
     missing = [c for c in ("topic", "body") if c not in df.columns]
     if missing:
-        raise SystemExit(
-            f"rocketstore: {path} has no {' or '.join(missing)} column (columns: "
-            f"{', '.join(df.columns)}); messages need at least topic and body"
+        raise CliError(
+            f"{path} has no {' or '.join(missing)} column (columns: "
+            f"{', '.join(df.columns)}); messages need at least topic and body",
+            EXIT_USAGE,
         )
     cols = []
     for name in (c for c in PUT_COLUMNS if c in df.columns):
@@ -202,11 +204,13 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:,.1f} GB"
 
 
-def _print_ingest(summary: dict[str, Any]) -> None:
+def _print_ingest(summary: dict[str, Any], file: Any = None) -> None:
     print(
         f"ingest: {summary['messages']:,} messages ({_fmt_bytes(summary['bytes'])} of commit "
         f"log) into {len(summary['stores'])} store(s) in {summary['seconds']:.1f} s = "
-        f"{summary['messages_per_second']:,.0f} msg/s, {summary['mb_per_second']:,.1f} MB/s"
+        f"{fmt_per_second(summary['messages_per_second'])} msg/s, "
+        f"{fmt_per_second(summary['mb_per_second'])} MB/s",
+        file=file,
     )
 
 
@@ -215,13 +219,13 @@ def _options(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"rocketstore: -o/--option expects KEY=VALUE, got {item!r}")
+            raise CliError(f"-c/--config expects KEY=VALUE, got {item!r}", EXIT_USAGE)
         out[key.strip()] = value
     return out
 
 
 def _store_config(items: list[str]) -> dict[str, int | bool | str]:
-    """``-o KEY=VALUE`` items as typed store configuration keywords (snake_case)."""
+    """``-c KEY=VALUE`` items as typed store configuration keywords (snake_case)."""
     from rocketstore.spark._options import split_options
 
     _, config = split_options(_options(items), (), what="verify")
@@ -266,15 +270,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     elif root.exists() and not (
         root.is_dir() and (not any(root.iterdir()) or (root / MANIFEST).is_file())
     ):
-        raise SystemExit(
-            f"rocketstore demo: {root} exists and is not a demo store directory (no "
-            "_SUCCESS manifest); choose another --store or remove it yourself"
+        raise CliError(
+            f"{root} exists and is not a demo store directory (no "
+            "_SUCCESS manifest); choose another --store or remove it yourself",
+            EXIT_USAGE,
         )
     n = args.messages
+    as_json = bool(getattr(args, "json", False))
+    # With --json, stdout carries only the JSON summary; the running commentary goes to stderr.
+    say = sys.stderr if as_json else sys.stdout
     print(
         f"rocketstore demo: {n:,} generated messages (5 topics x {args.queues} queues, tags, "
         f"keys, JSON bodies of mixed size) -> {root}/ as {args.stores} stores, Spark "
-        f"{args.master}"
+        f"{args.master}",
+        file=say,
     )
     file_size = args.file_size or 64 * 1024 * 1024
     geometry = demo_geometry(n, args.stores)  # small index and consume queue files
@@ -292,7 +301,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(
             f"warm-up (not timed): {warm:,} messages ingested and verified in "
             f"{seconds:.1f} s, then the {n:,} generated messages once through Spark's no-op "
-            f"sink in {generated:.1f} s (starts the Python workers, compiles the JVM's code)"
+            f"sink in {generated:.1f} s (starts the Python workers, compiles the JVM's code)",
+            file=say,
         )
         with SparkProgress(spark, "ingest", enabled=show):
             summary = ingest(
@@ -304,7 +314,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 mapped_file_size_commit_log=file_size,
                 **geometry,
             )
-        _print_ingest(summary)
+        _print_ingest(summary, file=say)
         report_path = Path(args.report) if args.report else root / "_report" / "verify.json"
         with SparkProgress(spark, "verify", enabled=show):
             report = verify(
@@ -315,21 +325,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 report_path=report_path,
                 **geometry,
             )
+    png = report_path.with_suffix(".png")
+    if as_json:
+        import json
+
+        files = [str(report_path)] + ([str(png)] if png.exists() else [])
+        print(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "ingest": summary,
+                    "verify": json.loads(report.to_json()),
+                    "report_files": files,
+                }
+            )
+        )
+        return 0 if report.ok else 1
     print(report.format())
     print(
-        f"\nthroughput: ingest {summary['messages_per_second']:,.0f} msg/s "
-        f"({summary['mb_per_second']:,.1f} MB/s), verify {report.messages_per_second:,.0f} "
+        f"\nthroughput: ingest {fmt_per_second(summary['messages_per_second'])} msg/s "
+        f"({fmt_per_second(summary['mb_per_second'])} MB/s), verify "
+        f"{fmt_per_second(report.messages_per_second)} "
         f"msg/s (every check above, including the comparison with the source); each from "
         "the job's start to its end, with data generation, after the warm-up"
     )
-    print(f"report: {report_path} and {report_path.with_suffix('.png')}")
+    print(report_files_line(report_path))
     return 0 if report.ok else 1
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """``rocketstore ingest``: a Parquet/JSON/CSV input into N stores."""
     t0 = time.perf_counter()
-    options: dict[str, Any] = _options(args.option)  # writer options, as strings
+    options: dict[str, Any] = _options(args.config)  # writer options, as strings
     with session(args.master, "rocketstore-ingest", conf=args.conf) as spark:
         df = read_input(spark, args.input, args.format)
         with SparkProgress(spark, "ingest", enabled=not args.quiet):
@@ -352,13 +379,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """``rocketstore verify``: every check; exit status 1 if one fails."""
     if getattr(args, "no_spark", False):
-        if args.expected:
-            raise SystemExit("rocketstore verify: --expected needs Spark (drop --no-spark)")
-        config: dict[str, Any] = dict(_store_config(args.option))
-        report = verify_local(
-            args.root, sample_keys=args.sample_keys, report_path=args.report, **config
-        )
-        return _print_verify(args, report)
+        return cmd_verify_local(args)
     with session(args.master, "rocketstore-verify", conf=args.conf) as spark:
         expected = None
         if args.expected:
@@ -370,19 +391,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 expected=expected,
                 sample_keys=args.sample_keys,
                 report_path=args.report,
-                **_store_config(args.option),
+                **_store_config(args.config),
             )
-    return _print_verify(args, report)
-
-
-def _print_verify(args: argparse.Namespace, report: VerifyReport) -> int:
-    if args.json:
-        print(report.to_json())
-    else:
-        print(report.format(examples=args.examples))
-        if args.report:
-            written = Path(args.report)
-            if written.suffix.lower() != ".json":
-                written = written / "verify-report.json"
-            print(f"report: {written}")
-    return 0 if report.ok else 1
+    return print_verify(args, report)

@@ -1,5 +1,5 @@
 """The store tools of the ``rocketstore`` command (no Spark): ``inspect``, ``dump``,
-``rebuild-indexes`` and ``bench``.
+``rebuild-indexes``, ``verify --no-spark`` and ``bench``.
 """
 
 from __future__ import annotations
@@ -11,19 +11,32 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rocketstore
-from rocketstore._stores import find_stores, is_store, read_manifest
+from rocketstore._stores import find_stores, is_store, read_manifest, writer_holds
+from rocketstore.cli._errors import (
+    EXIT_CHECK_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+)
+
+if TYPE_CHECKING:
+    from rocketstore.spark._report import VerifyReport
 
 __all__ = [
     "cmd_bench",
     "cmd_dump",
     "cmd_inspect",
     "cmd_rebuild_indexes",
+    "cmd_verify_local",
     "inspect_root",
     "inspect_store",
     "parse_config",
+    "print_verify",
+    "report_files_line",
 ]
 
 
@@ -66,10 +79,15 @@ def parse_config(items: Sequence[str]) -> dict[str, int | bool | str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"rocketstore: --config expects KEY=VALUE, got {item!r}")
+            raise CliError(f"-c/--config expects KEY=VALUE, got {item!r}", EXIT_USAGE)
         kind = kinds.get(key)
         if kind == "int":
-            config[key] = int(value.replace("_", ""))
+            try:
+                config[key] = int(value.replace("_", ""))
+            except ValueError:
+                raise CliError(
+                    f"-c/--config {key}: expected an integer, got {value!r}", EXIT_USAGE
+                ) from None
         elif kind == "bool":
             config[key] = value.strip().lower() in ("1", "true", "yes", "on")
         else:  # str fields, and unknown keys (the store reports those with suggestions)
@@ -78,7 +96,13 @@ def parse_config(items: Sequence[str]) -> dict[str, int | bool | str]:
 
 
 def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> dict[str, Any]:
-    """Everything ``rocketstore inspect`` shows, as a dict (the store is opened read-only)."""
+    """Everything ``rocketstore inspect`` shows, as a dict (the store is opened read-only).
+
+    ``in_use`` is True when a writer (a ``MessageStore`` opened for writing, in any process)
+    holds the store: the figures are then a snapshot of a live store, and its recovery report
+    describes that snapshot (a live store always looks like one that was not closed).
+    """
+    in_use = writer_holds(root)
     with rocketstore.MessageStore(root, read_only=True, **config) as store:
         config = store.config
         files: list[dict[str, Any]] = []
@@ -112,17 +136,23 @@ def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> d
                 {"topic": t, "queue_id": q, "next_offset": o} for t, q, o in store.queue_offsets()
             ],
             "recovery": store.recovery_report,
+            "in_use": in_use,
         }
 
 
 def _stores_or_exit(root: str, command: str) -> list[Path]:
-    if not Path(root).is_dir():
-        raise SystemExit(f"rocketstore {command}: {root} is not a directory")
+    path = Path(root)
+    if not path.exists():
+        raise CliError(f"{root}: no such file or directory", EXIT_NOT_FOUND)
+    if not path.is_dir():
+        raise CliError(f"{root} is not a directory (a store is a directory)", EXIT_NOT_FOUND)
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise PermissionError(13, "Permission denied", root)
     stores = find_stores(root)
     if not stores:
-        raise SystemExit(
-            f"rocketstore {command}: no store at or below {root} "
-            "(a store is a directory with a commitlog/ directory)"
+        raise CliError(
+            f"no store at or below {root} (a store is a directory with a commitlog/ directory)",
+            EXIT_NOT_FOUND,
         )
     return stores
 
@@ -174,6 +204,8 @@ def _print_root(info: dict[str, Any]) -> None:
         count = f"{entry['messages']:,}" if entry else "-"
         rec = s["recovery"]
         state = "abnormal" if rec["abnormal"] else "clean"
+        if s.get("in_use"):
+            state = "in use by a writer"
         if rec["truncated_at"]:
             state += f", torn tail at {rec['truncated_at'][0]:,}"
         print(
@@ -196,6 +228,7 @@ def _print_root(info: dict[str, Any]) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     config = parse_config(args.config)
     root = Path(args.root)
+    _stores_or_exit(args.root, "inspect")
     if root.is_dir() and not is_store(root) and find_stores(root):
         root_info = inspect_root(args.root, **config)
         if args.json:
@@ -217,13 +250,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     )
     rec = info["recovery"]
     truncated = rec["truncated_at"]
-    state = "ABNORMAL (previous run did not close cleanly)" if rec["abnormal"] else "clean"
-    print(
-        f"recovery         {state}; "
-        f"{rec['records']:,} records scanned, end offset {rec['end_offset']:,}, "
-        f"{rec['files_removed']} file(s) removed"
-        + (f", torn tail at {truncated[0]:,}: {truncated[1]}" if truncated else "")
-    )
+    if info["in_use"]:
+        # A live store has its abort file and files ahead of the last checkpoint: what a
+        # read-only recovery of it reports describes the snapshot, not damage.
+        print(
+            "in use           yes: a writer holds this store (opened read-only beside it; "
+            "the figures are a snapshot)"
+        )
+        print(
+            f"recovery         not applicable while a writer holds the store; "
+            f"{rec['records']:,} records readable, end offset {rec['end_offset']:,}"
+        )
+    else:
+        state = "ABNORMAL (previous run did not close cleanly)" if rec["abnormal"] else "clean"
+        removed = rec["files_removed"]
+        print(
+            f"recovery         {state}; "
+            f"{rec['records']:,} records scanned, end offset {rec['end_offset']:,}"
+            + (f", {removed} file(s) beyond the end (left in place: read-only)" if removed else "")
+            + (f", torn tail at {truncated[0]:,}: {truncated[1]}" if truncated else "")
+        )
     print(f"\nfiles ({len(info['files'])})")
     for f in info["files"]:
         print(f"  {f['name']}  {f['size']:>14,} bytes")
@@ -241,7 +287,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------
 
 
-def _message_dict(store: str, m: Any) -> dict[str, Any]:
+def _message_dict(store: str, m: Any, decompressed: bool = False) -> dict[str, Any]:
     import base64
 
     try:
@@ -267,6 +313,11 @@ def _message_dict(store: str, m: Any) -> dict[str, Any]:
         "store_host": m.store_host,
         "reconsume_times": m.reconsume_times,
         "body_crc": m.body_crc,
+        "flag": m.flag,
+        "sys_flag": m.sys_flag,
+        # Bit 0 of sys_flag: the body is stored compressed (the codec in bits 8-10).
+        "body_compressed": bool(m.sys_flag & 1),
+        "body_decompressed": decompressed,
         "body_encoding": encoding,
         "body": body,
     }
@@ -306,29 +357,43 @@ def cmd_dump(args: argparse.Namespace) -> int:
                     if not args.json:
                         print(f"  (stopped at offset {offset:,}: {result.status.name})")
                     break
-                for m in result.messages:
+                for stored in result.messages:
+                    m = stored.decompressed() if args.decompress else stored
+                    was_compressed = bool(stored.sys_flag & 1)
                     if args.json:
-                        print(json.dumps(_message_dict(name, m), ensure_ascii=False))
+                        out = _message_dict(name, m, decompressed=m is not stored)
+                        if m is not stored:
+                            out["stored_sys_flag"] = stored.sys_flag
+                            out["stored_body_size"] = len(stored.body)
+                        out["body_compressed"] = was_compressed and m is stored
+                        print(json.dumps(out, ensure_ascii=False))
                     else:
                         text = m.body[: args.body_chars].decode("utf-8", "replace")
                         more = "..." if len(m.body) > args.body_chars else ""
+                        how = ""
+                        if was_compressed:
+                            how = (
+                                f" (decompressed from {len(stored.body)} B)"
+                                if m is not stored
+                                else " (compressed; --decompress shows it decompressed)"
+                            )
                         print(
                             f"  {m.queue_offset:>8,}  @{m.commitlog_offset:<14,} "
                             f"{_iso_ms(m.store_timestamp)}  tags={m.tags or '-'}  "
-                            f"keys={' '.join(m.keys) or '-'}  {len(m.body)} B: {text!r}{more}"
+                            f"keys={' '.join(m.keys) or '-'}  {len(m.body)} B{how}: "
+                            f"{text!r}{more}"
                         )
                     shown += 1
                 if result.next_begin_offset <= offset:
                     break
                 offset = result.next_begin_offset
     if not found:
-        print(
-            f"rocketstore dump: no store under {args.root} has topic {args.topic!r} queue "
+        raise CliError(
+            f"no store under {args.root} has topic {args.topic!r} queue "
             f"{args.queue} (see rocketstore inspect {args.root})",
-            file=sys.stderr,
+            EXIT_NOT_FOUND,
         )
-        return 1
-    return 0
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------------------
@@ -351,5 +416,55 @@ def cmd_rebuild_indexes(args: argparse.Namespace) -> int:
         name = path.relative_to(base).as_posix() if path != base else str(path)
         t0 = time.perf_counter()
         result = rebuild(path, **config)
-        print(f"{name}: rebuilt in {time.perf_counter() - t0:.1f} s: {json.dumps(result)}")
-    return 0
+        seconds = time.perf_counter() - t0
+        if args.json:
+            print(json.dumps({"store": name, "seconds": seconds, **result}))
+        else:
+            print(f"{name}: rebuilt in {seconds:.1f} s: {json.dumps(result)}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------
+# verify --no-spark
+# --------------------------------------------------------------------------------------
+
+
+def report_files_line(report_path: str | os.PathLike[str]) -> str:
+    """The line naming the report files written at ``report_path``: the JSON, and the PNG
+    plot if it was drawn (else why not)."""
+    target = Path(report_path)
+    if target.suffix.lower() != ".json":
+        target = target / "verify-report.json"
+    png = target.with_suffix(".png")
+    if png.exists():
+        return f"report: {target} and {png}"
+    return (
+        f"report: {target} (no {png.name}: the plot needs matplotlib, which is not "
+        "installed; pip install matplotlib, or 'rocketstore[spark]' which includes it)"
+    )
+
+
+def print_verify(args: argparse.Namespace, report: VerifyReport) -> int:
+    """Prints a verify report (``--json``: as JSON); exit status 1 if a check failed."""
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.format(examples=args.examples))
+        if args.report:
+            print(report_files_line(args.report))
+    return EXIT_OK if report.ok else EXIT_CHECK_FAILED
+
+
+def cmd_verify_local(args: argparse.Namespace) -> int:
+    """``rocketstore verify --no-spark``: the per-store checks in this process (threads);
+    needs no PySpark."""
+    from rocketstore.spark.verify import verify_local
+
+    if args.expected:
+        raise CliError("--expected needs Spark (drop --no-spark)", EXIT_USAGE)
+    _stores_or_exit(args.root, "verify")
+    config: dict[str, Any] = dict(parse_config(args.config))
+    report = verify_local(
+        args.root, sample_keys=args.sample_keys, report_path=args.report, **config
+    )
+    return print_verify(args, report)

@@ -114,17 +114,42 @@ when the query starts and stops; a restart with the same checkpoint reads only n
 
 Jobs: :func:`ingest` writes a DataFrame into ``N`` stores and :func:`verify` checks a root
 (CRC, framing, consume queues, index, manifest, and optionally equality with the source).
+:func:`verify_local` runs the same per-store checks without Spark (threads in this process);
+it is the one name here that needs no PySpark (``pip install rocketstore`` is enough).
 """
 
 from __future__ import annotations
 
-from rocketstore.spark._bodies import decompressed
-from rocketstore.spark._ingest import ingest
-from rocketstore.spark._interpreter import default_worker_python
-from rocketstore.spark._reader import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA
-from rocketstore.spark._source import RocketStoreDataSource, register
-from rocketstore.spark._writer import MANIFEST, body_digest
-from rocketstore.spark.verify import verify
+from importlib.util import find_spec
+from typing import Any
+
+# The checks without Spark need no PySpark: `pip install rocketstore` alone can run them.
+from rocketstore.spark.verify import verify, verify_local
+
+
+def _pyspark_missing() -> str | None:
+    """Why the Spark names are missing (PySpark is not installed), or None."""
+    try:
+        found = find_spec("pyspark") is not None
+    except (ImportError, ValueError):  # a broken or blocked (sys.modules entry None) install
+        found = False
+    if found:
+        return None
+    return (
+        "needs PySpark: pip install 'rocketstore[spark]' (and Java 17+); "
+        "rocketstore.spark.verify_local runs the per-store checks without it"
+    )
+
+
+_NO_PYSPARK = _pyspark_missing()
+
+if _NO_PYSPARK is None:
+    from rocketstore.spark._bodies import decompressed
+    from rocketstore.spark._ingest import ingest
+    from rocketstore.spark._interpreter import default_worker_python
+    from rocketstore.spark._reader import CONSUME_QUEUE_SCHEMA, INDEX_SCHEMA, MESSAGE_SCHEMA
+    from rocketstore.spark._source import RocketStoreDataSource, register
+    from rocketstore.spark._writer import MANIFEST, body_digest
 
 __all__ = [
     "CONSUME_QUEUE_SCHEMA",
@@ -137,7 +162,15 @@ __all__ = [
     "ingest",
     "register",
     "verify",
+    "verify_local",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Without PySpark only verify_local (and verify's module) can be imported.
+    if _NO_PYSPARK is not None and name in __all__:
+        raise ImportError(f"rocketstore.spark.{name} {_NO_PYSPARK}", name=name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _register_on_active_session() -> None:
@@ -155,5 +188,6 @@ def _register_on_active_session() -> None:
         add_to_launch_environment()
 
 
-default_worker_python()
-_register_on_active_session()
+if _NO_PYSPARK is None:
+    default_worker_python()
+    _register_on_active_session()

@@ -98,6 +98,7 @@ def split_options(
     other option raises :class:`~rocketstore.exceptions.InvalidConfigError` naming the
     closest known names, so a typo fails the job on the driver before a task runs.
     """
+    known = list(known)
     own_names = {normalize(k) for k in known}
     index = _config_index()
     own: dict[str, str] = {}
@@ -121,8 +122,14 @@ def split_options(
             else:
                 config[field.name] = str(value)
             continue
-        candidates = sorted(own_names | set(index))
-        close = difflib.get_close_matches(norm, candidates, n=3, cutoff=0.6)
+        # Matched in the normalized form, suggested as written: the own options as the data
+        # source spells them, store settings in RocketMQ's camelCase (else snake_case).
+        spelled = {normalize(k): k for k in known}
+        for lookup, f in index.items():
+            camel = f.rocketmq_name if f.rocketmq_name and ":" not in f.rocketmq_name else None
+            spelled.setdefault(lookup, camel or f.name)
+        candidates = sorted(spelled)
+        close = [spelled[c] for c in difflib.get_close_matches(norm, candidates, n=3, cutoff=0.6)]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise _config_error(
             key,

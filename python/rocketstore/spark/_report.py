@@ -279,7 +279,9 @@ class VerifyReport:
 
         ``path`` is the JSON file (``report.json`` -> also ``report.png``) or a directory
         (``verify-report.json`` and ``verify-report.png`` inside it). Returns the files
-        written. The plot needs matplotlib; without it only the JSON is written.
+        written. The plot needs matplotlib (part of ``rocketstore[spark]``); without it only
+        the JSON is written, a plot left by an earlier run is removed (it would describe
+        other data), and the ``rocketstore`` command says so.
         """
         target = Path(path)
         if target.suffix.lower() != ".json":
@@ -293,6 +295,8 @@ class VerifyReport:
             png = target.with_suffix(".png")
             if self.plot(png):
                 written.append(png)
+            else:
+                png.unlink(missing_ok=True)
         return written
 
     def plot(self, path: str | os.PathLike[str]) -> bool:
