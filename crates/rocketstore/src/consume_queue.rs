@@ -1432,6 +1432,16 @@ impl ConsumeQueueStore {
         }
     }
 
+    /// Gives back the blocks of every queue's unwritten tail (a closing store, after the last
+    /// dispatch; [`MappedFileQueue::trim`]). Returns the bytes punched.
+    pub(crate) fn trim(&self) -> Result<u64> {
+        let mut punched = 0;
+        for q in self.all() {
+            punched += q.files.trim()?;
+        }
+        Ok(punched)
+    }
+
     /// Destroys every queue (the commit log is empty, §7.5) and forgets them; empty topic
     /// directories are removed.
     pub(crate) fn destroy_all(&self) -> Result<()> {

@@ -476,6 +476,36 @@ impl IndexFile {
         Ok(f)
     }
 
+    /// A file still written (not full) of a writable store: its header and hash slots, rewritten
+    /// in place through the mapping, are made real before anything writes them (a closed
+    /// store gave back the blocks of the slots it never used, [`IndexFile::trim`]).
+    fn make_prefix_real(&self) -> Result<()> {
+        if self.file.is_writable() && !self.is_full() {
+            self.file
+                .make_range_real(0, entry_position(self.slots, 0))?;
+        }
+        Ok(())
+    }
+
+    /// A closed store keeps no block it does not use: the blocks of the hash slots never used
+    /// and of the entries past `indexCount` of a file not full are given back (the length
+    /// stays; they read as zeros as before). Returns the bytes punched.
+    fn trim(&self) -> Result<u64> {
+        if !self.file.is_writable() || self.is_full() {
+            return Ok(0);
+        }
+        let count = u32::try_from(self.index_count())
+            .unwrap_or(0)
+            .min(self.entries);
+        let (Ok(slots_end), Ok(used)) = (
+            usize::try_from(entry_position(self.slots, 0)),
+            usize::try_from(entry_position(self.slots, count)),
+        ) else {
+            return Ok(0);
+        };
+        Ok(self.file.trim_zero_blocks(0, slots_end)? + self.file.trim(used)?)
+    }
+
     /// Sets the entry watermark to the end of entry `count - 1` (exclusive: it may lower it).
     fn publish_entries_below(&mut self, count: u32) -> Result<()> {
         let words = usize::try_from(entry_position(self.slots, 0)).unwrap_or(usize::MAX);
@@ -637,7 +667,7 @@ impl IndexFile {
         let pos = usize::try_from(entry_position(self.slots, n))
             .map_err(|_| Error::corruption(self.file.path(), 0, CorruptionKind::BadLength))?;
         self.file
-            .ensure_allocated(pos as u64 + INDEX_ENTRY_SIZE as u64)?;
+            .ensure_allocated(pos as u64, pos as u64 + INDEX_ENTRY_SIZE as u64)?;
         // Entry n is above the watermark: no reader can slice it yet.
         writer
             .write(pos, &entry.encode())
@@ -967,6 +997,7 @@ impl IndexService {
                 slots,
                 entries,
             )?;
+            f.make_prefix_real()?;
             if !last_exit_ok && f.end_timestamp() > checkpoint_index_ts && writable {
                 f.file.destroy()?;
                 removed = true;
@@ -1504,6 +1535,17 @@ impl IndexService {
         self.last_full_end_timestamp
             .store(full_end, Ordering::Release);
         Ok(())
+    }
+
+    /// Gives back the blocks a closed store does not use ([`IndexFile::trim`]), once the
+    /// dispatcher is done. Returns the bytes punched.
+    pub(crate) fn trim(&self) -> Result<u64> {
+        let _writer = lock(&self.writer);
+        let mut punched = 0;
+        for f in self.snapshot() {
+            punched += f.trim()?;
+        }
+        Ok(punched)
     }
 
     /// Destroys every index file (RocketMQ `IndexService.destroy`).

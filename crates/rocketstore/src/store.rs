@@ -996,6 +996,10 @@ impl Store {
                         self.config.fsync_directory,
                     ));
                 }
+                // A closed store keeps no block it does not use: the unwritten tails of the
+                // commit log, consume queue and index files become holes (same bytes, same
+                // lengths); a writable open makes them real again before writing there.
+                note(self.trim_files().map(drop));
             }
         }
         drop(lock(&self.lock_file).take());
@@ -1004,6 +1008,16 @@ impl Store {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Punches the unwritten tails of every file (see `close`). Returns the bytes given back.
+    fn trim_files(&self) -> Result<u64> {
+        let mut punched = self.log.queue().trim()?;
+        punched += self.cqs.trim()?;
+        if let Some(index) = &self.index {
+            punched += index.trim()?;
+        }
+        Ok(punched)
     }
 
     /// Reads up to `max_messages` messages of a queue from `offset` (RocketMQ `getMessage`).

@@ -52,8 +52,8 @@ pub(crate) struct CreateOptions {
     /// RocketMQ warm-up: touch every page then mlock; `Some(n)` forces every n pages (SYNC_FLUSH).
     pub(crate) warm: Option<Option<usize>>,
     /// Bytes to allocate with `fallocate` at creation; `None` allocates the whole file. Files
-    /// created with less (index files, mostly empty for a long time) must call
-    /// [`MappedFile::ensure_allocated`] before writing further.
+    /// created with less (index files, mostly empty for a long time) are then allocated in
+    /// [`ALLOC_STEP`]s ahead of the writer ([`MappedFile::ensure_allocated`]).
     pub(crate) prealloc: Option<u64>,
 }
 
@@ -147,8 +147,17 @@ pub(crate) struct MappedFile {
     last_store_timestamp: AtomicI64,
     locked: AtomicBool,
     removed: AtomicBool,
-    /// Bytes known to have real blocks (see `CreateOptions::prealloc`).
+    /// Bytes `[0, allocated)` known to have real blocks, or to be data the writer wrote: an
+    /// append through the mapping at or above it first makes its space real
+    /// ([`MappedFile::ensure_allocated`]). 0 for an opened file (its tail may be a hole: a
+    /// closed store keeps no block it does not use, [`MappedFile::trim`]).
     allocated: AtomicU64,
+    /// Bytes [`MappedFile::ensure_allocated`] makes real at a time: 0 for the rest of the file
+    /// at once (one `fallocate`), else a step (index entries: [`ALLOC_STEP`]).
+    alloc_step: AtomicU64,
+    /// `fallocate` is not supported here (ext2, NFSv3, some FUSE): space is made real by
+    /// writing the range with `pwrite` instead ([`make_real`]).
+    no_fallocate: AtomicBool,
     /// Created with [`CreateOptions::defer_sync`] and not yet made durable.
     creation_pending: AtomicBool,
     /// Serializes making the creation durable.
@@ -171,16 +180,26 @@ impl MappedFile {
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;
         let made = (|| -> Result<Self> {
-            let allocated = match opts.prealloc {
+            let (allocated, step, no_fallocate) = match opts.prealloc {
                 Some(n) if n < size as u64 => {
                     file.set_len(size as u64)
                         .map_err(|e| Error::io("set_len", path, e))?;
-                    allocate_range(&file, path, 0, n)?;
-                    n
+                    let no_fallocate = AtomicBool::new(false);
+                    make_real(&file, path, &no_fallocate, 0, n)?;
+                    (n, ALLOC_STEP, no_fallocate.into_inner())
                 }
                 _ => {
-                    preallocate(&file, path, size as u64)?;
-                    size as u64
+                    let whole = preallocate(&file, path, size as u64)?;
+                    if whole || opts.warm.is_some() {
+                        if !whole {
+                            // Warm-up touches every page: make them all real first.
+                            make_real(&file, path, &AtomicBool::new(true), 0, size as u64)?;
+                        }
+                        (size as u64, 0, !whole)
+                    } else {
+                        // No `fallocate` here: written ahead of the writer, step by step.
+                        (0, 0, true)
+                    }
                 }
             };
             let defer = opts.sync && opts.defer_sync;
@@ -201,6 +220,8 @@ impl MappedFile {
                 true,
             )?;
             mf.allocated.store(allocated, Ordering::Release);
+            mf.alloc_step.store(step, Ordering::Release);
+            mf.no_fallocate.store(no_fallocate, Ordering::Release);
             mf.creation_pending.store(defer, Ordering::Release);
             mf.set_positions(0)?;
             if let Some(warm) = opts.warm {
@@ -247,6 +268,8 @@ impl MappedFile {
             locked: AtomicBool::new(false),
             removed: AtomicBool::new(false),
             allocated: AtomicU64::new(0),
+            alloc_step: AtomicU64::new(0),
+            no_fallocate: AtomicBool::new(false),
             creation_pending: AtomicBool::new(false),
             creation_sync: Mutex::new(()),
         })
@@ -655,17 +678,150 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Makes sure `[0, upto)` has real blocks (fallocate in 1 MiB steps ahead), so writing
-    /// through the mapping cannot fault on a full disk. Only the single writer calls it.
-    pub(crate) fn ensure_allocated(&self, upto: u64) -> Result<()> {
+    /// Makes the space of `[from, upto)` real before the writer writes it through the mapping
+    /// (a write fault on a hole of a full disk is a SIGBUS, or data lost at writeback): one
+    /// `fallocate` of the rest of the file (or of an [`ALLOC_STEP`] ahead for files created
+    /// with [`CreateOptions::prealloc`]); where `fallocate` is unsupported, the range is
+    /// written with `pwrite` (its own bytes: nothing changes but the blocks) in steps ahead.
+    /// `from` is where the writer writes next: everything below it is written already, so
+    /// nothing below it is touched. Only the single writer calls it.
+    ///
+    /// # Errors
+    /// `DiskFull` (ENOSPC) or the I/O error of the `fallocate` or `pwrite`; nothing was
+    /// written through the mapping.
+    pub(crate) fn ensure_allocated(&self, from: u64, upto: u64) -> Result<()> {
         let have = self.allocated.load(Ordering::Acquire);
         if upto <= have {
             return Ok(());
         }
-        let end = (upto.div_ceil(ALLOC_STEP) * ALLOC_STEP).min(self.size as u64);
-        allocate_range(&self.file, &self.path, have, end - have)?;
+        let size = self.size as u64;
+        let start = have.max(from).min(size);
+        let step = match self.alloc_step.load(Ordering::Acquire) {
+            0 if self.no_fallocate.load(Ordering::Acquire) => WRITE_STEP,
+            0 => size,
+            s => s,
+        };
+        let end = upto
+            .div_ceil(step)
+            .saturating_mul(step)
+            .min(size)
+            .max(upto.min(size));
+        if end > start {
+            make_real(
+                &self.file,
+                &self.path,
+                &self.no_fallocate,
+                start,
+                end - start,
+            )?;
+        }
         self.allocated.store(end, Ordering::Release);
         Ok(())
+    }
+
+    /// Makes `[from, to)` real whatever the cursors (an index file's header and hash slots,
+    /// rewritten in place, at a writable load). Exclusive use: nobody may write the range
+    /// meanwhile.
+    pub(crate) fn make_range_real(&self, from: u64, to: u64) -> Result<()> {
+        let to = to.min(self.size as u64);
+        if to > from {
+            make_real(&self.file, &self.path, &self.no_fallocate, from, to - from)?;
+        }
+        if from == 0 {
+            self.allocated.fetch_max(to, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// A closed store keeps no block it does not use: gives back the blocks of
+    /// `[keep rounded up to the file system block, size)` (`fallocate(PUNCH_HOLE | KEEP_SIZE)`;
+    /// the file keeps its length, the range reads as zeros as before). Only for bytes that
+    /// hold nothing (above the written end); the writer must be done with the file. Returns
+    /// the bytes punched; 0 where the file system cannot punch holes.
+    pub(crate) fn trim(&self, keep: usize) -> Result<u64> {
+        if !self.writable {
+            return Ok(0);
+        }
+        let block = self.block_size();
+        let from = (keep as u64).div_ceil(block).saturating_mul(block);
+        let size = self.size as u64;
+        if from >= size {
+            return Ok(0);
+        }
+        let punched = punch(&self.file, &self.path, from, size - from)?;
+        if punched > 0 {
+            self.allocated.fetch_min(from, Ordering::AcqRel);
+        }
+        Ok(punched)
+    }
+
+    /// [`MappedFile::trim`] of every file system block of `[from, to)` that holds only zeros
+    /// (an index file's hash slots never used): read with `pread` where the file system reports
+    /// data, punched where zero. The writer must be done with the file. Returns bytes punched.
+    pub(crate) fn trim_zero_blocks(&self, from: usize, to: usize) -> Result<u64> {
+        use std::os::unix::fs::FileExt;
+        if !self.writable {
+            return Ok(0);
+        }
+        let block = usize::try_from(self.block_size()).unwrap_or(OS_PAGE_SIZE);
+        let from = from.div_ceil(block) * block;
+        let to = to.min(self.size) / block * block;
+        if to <= from {
+            return Ok(0);
+        }
+        let mut punched = 0u64;
+        let mut buf = vec![0u8; (1 << 20) / block * block];
+        let mut run: Option<usize> = None;
+        let mut flush_run = |run: &mut Option<usize>, end: usize| -> Result<()> {
+            if let Some(start) = run.take() {
+                punched += punch(&self.file, &self.path, start as u64, (end - start) as u64)?;
+            }
+            Ok(())
+        };
+        // What the file system reports as a hole reads as zeros (it may still hold blocks: an
+        // extent allocated and never written), so it joins the zero run; data is read.
+        let mut cursor = from;
+        for (a, b) in data_ranges(&self.file, from, to) {
+            let a = (a / block * block).max(cursor);
+            let b = b.div_ceil(block).saturating_mul(block).min(to);
+            if a > cursor {
+                run.get_or_insert(cursor);
+            }
+            let mut at = a;
+            cursor = b.max(cursor);
+            while at < b {
+                let len = buf.len().min(b - at);
+                self.file
+                    .read_exact_at(&mut buf[..len], at as u64)
+                    .map_err(|e| Error::io("pread", &self.path, e))?;
+                for (i, chunk) in buf[..len].chunks(block).enumerate() {
+                    let pos = at + i * block;
+                    if chunk.iter().all(|&b| b == 0) {
+                        run.get_or_insert(pos);
+                    } else {
+                        flush_run(&mut run, pos)?;
+                    }
+                }
+                at += len;
+            }
+        }
+        if to > cursor {
+            run.get_or_insert(cursor);
+        }
+        flush_run(&mut run, to)?;
+        if punched > 0 {
+            self.allocated.fetch_min(from as u64, Ordering::AcqRel);
+        }
+        Ok(punched)
+    }
+
+    /// The file system's block size (`st_blksize`, at least 512), the unit of a punched hole.
+    fn block_size(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        self.file
+            .metadata()
+            .map_or(OS_PAGE_SIZE as u64, |m| m.blksize())
+            .max(512)
     }
 
     /// Pre-faults the pages of `[offset, offset + len)` (clamped to the file) for writing
@@ -673,9 +829,14 @@ impl MappedFile {
     /// handed out: faulting pages in never changes their bytes, so it may run while the writer
     /// appends. Best effort: a failure only costs page faults later.
     pub(crate) fn populate_range(&self, offset: usize, len: usize, stop: &dyn Fn() -> bool) {
-        let offset = offset.min(self.size);
-        let len = len.min(self.size - offset);
-        let _ = self.map.mapping().populate_write_range(offset, len, stop);
+        // Only space known to be real: a write fault on a hole of a full disk is a SIGBUS.
+        let real = usize::try_from(self.allocated.load(Ordering::Acquire)).unwrap_or(self.size);
+        let end = offset.saturating_add(len).min(real);
+        let offset = offset.min(end);
+        let _ = self
+            .map
+            .mapping()
+            .populate_write_range(offset, end - offset, stop);
     }
 
     /// Undoes `warm`'s `mlock` (when the file is full).
@@ -855,6 +1016,11 @@ impl FileWriter {
                 return Ok(f(stage.take(len)));
             }
         }
+        if Arc::ptr_eq(self.target.region(), &self.file.map) {
+            // Space real before a page is written through the mapping (one atomic load when
+            // it is).
+            self.file.ensure_allocated(pos as u64, (pos + len) as u64)?;
+        }
         self.target
             .write_with(pos, len, f)
             .ok_or_else(|| Error::ReadOnly {
@@ -990,8 +1156,22 @@ impl std::ops::Deref for RecoveryView<'_> {
     }
 }
 
-/// Allocates real blocks for `[offset, offset + len)` without changing the file size.
-fn allocate_range(file: &File, path: &Path, offset: u64, len: u64) -> Result<()> {
+/// Bytes made real per `pwrite` step where `fallocate` is unsupported.
+const WRITE_STEP: u64 = 4 << 20;
+
+/// Makes `[offset, offset + len)` of `file` real without changing its size or its bytes:
+/// `fallocate(KEEP_SIZE)`, or where that is unsupported (`EOPNOTSUPP`, remembered in
+/// `no_fallocate`) reads the range and writes it back with `pwrite` (a hole reads as zeros; a
+/// buffered write allocates its blocks, or fails with ENOSPC). Nobody may write the range
+/// meanwhile.
+fn make_real(
+    file: &File,
+    path: &Path,
+    no_fallocate: &AtomicBool,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
+    use std::os::unix::fs::FileExt;
     fail::fail_point!(fp::CREATE_FALLOCATE, |arg| Err(fp::injected(
         "fallocate",
         path,
@@ -1000,26 +1180,63 @@ fn allocate_range(file: &File, path: &Path, offset: u64, len: u64) -> Result<()>
     if len == 0 {
         return Ok(());
     }
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, offset, len) {
-        Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => Ok(()),
+    if !no_fallocate.load(Ordering::Acquire) {
+        match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, offset, len) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+                no_fallocate.store(true, Ordering::Release);
+            }
+            Err(e) => return Err(Error::io("fallocate", path, e.into())),
+        }
+    }
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = vec![0u8; usize::try_from(CHUNK.min(len)).unwrap_or(1 << 20)];
+    let mut at = offset;
+    let end = offset.saturating_add(len);
+    while at < end {
+        let n = usize::try_from(CHUNK.min(end - at)).unwrap_or(buf.len());
+        let chunk = &mut buf[..n];
+        file.read_exact_at(chunk, at)
+            .map_err(|e| Error::io("pread", path, e))?;
+        file.write_all_at(chunk, at)
+            .map_err(|e| Error::io("pwrite", path, e))?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Gives back the blocks of `[offset, offset + len)` (`fallocate(PUNCH_HOLE | KEEP_SIZE)`):
+/// the bytes read as zeros, the length stays. Returns `len`, or 0 where the file system cannot
+/// punch holes.
+fn punch(file: &File, path: &Path, offset: u64, len: u64) -> Result<u64> {
+    if len == 0 {
+        return Ok(0);
+    }
+    let flags = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+    match rustix::fs::fallocate(file, flags, offset, len) {
+        Ok(()) => Ok(len),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => Ok(0),
         Err(e) => Err(Error::io("fallocate", path, e.into())),
     }
 }
 
 /// Allocates `size` bytes of real blocks for `file`, so a write through the mapping can never
-/// fault on a full disk. Falls back to `set_len` where the file system lacks fallocate.
-fn preallocate(file: &File, path: &Path, size: u64) -> Result<()> {
+/// fault on a full disk. Returns false where the file system lacks `fallocate`: the file is
+/// then only sized (`set_len`, a hole), and its space is made real ahead of the writer
+/// ([`MappedFile::ensure_allocated`]).
+fn preallocate(file: &File, path: &Path, size: u64) -> Result<bool> {
     fail::fail_point!(fp::CREATE_FALLOCATE, |arg| Err(fp::injected(
         "fallocate",
         path,
         arg
     )));
     match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, size) {
-        Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => file
-            .set_len(size)
-            .map_err(|e| Error::io("set_len", path, e)),
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+            file.set_len(size)
+                .map_err(|e| Error::io("set_len", path, e))?;
+            Ok(false)
+        }
         Err(e) => Err(Error::io("fallocate", path, e.into())),
     }
 }

@@ -137,6 +137,22 @@ impl MappedFileQueue {
         &self.dir
     }
 
+    /// A closed store keeps no block it does not use: gives back the blocks of every file's
+    /// unwritten tail ([`MappedFile::trim`]; the files keep their length). For a closing
+    /// store, once its writer is done. Returns the bytes punched.
+    pub(crate) fn trim(&self) -> Result<u64> {
+        if !self.writable {
+            return Ok(0);
+        }
+        let mut punched = 0;
+        for f in self.files() {
+            if f.wrote() < f.size() {
+                punched += f.trim(f.wrote())?;
+            }
+        }
+        Ok(punched)
+    }
+
     pub(crate) fn file_size(&self) -> u64 {
         self.file_size
     }
