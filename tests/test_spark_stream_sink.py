@@ -1,16 +1,26 @@
-"""``df.writeStream.format("rocketstore")``: exactly-once stores per micro-batch.
+"""``df.writeStream.format("rocketstore")``: micro-batches appended to long-lived stores, exactly
+once.
 
-A file-source stream is written into a store root, stopped, and restarted on the same
-checkpoint with its last micro-batch replayed (its commit removed from the checkpoint, and,
-harder, its manifest entries too, as if the driver died right after the publishing rename):
-every source row ends up stored exactly once. A micro-batch with one bad row fails whole:
-the good task's store is not published, the error names the row; after the row is fixed, the
-restarted stream stores the replayed batch once.
+* A file-source stream goes into ``stores=2`` stores that grow batch by batch; a batch replayed
+  after a restart (its commit removed from the checkpoint) is not stored twice; the batch
+  reader, ``verify`` and the streaming source all see every row once.
+* Readers stop at a store's last commit record: rows and task records of a batch not committed
+  yet are invisible (no Spark session needed to check).
+* Slow: the driver killed (``kill -9`` of its process group) in the middle of a task's append
+  and again in the middle of the driver's commit, then a Python worker killed mid-append and a
+  task failing after part of its rows (both retried by Spark): every source row is stored once,
+  in two store directories, each verified, and readable by the streaming source while the query
+  runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,121 +28,270 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+import rocketstore
 import rocketstore.spark
-from rocketstore.spark import MANIFEST
-from rocketstore.spark._stream_writer import batch_dir_name
+from rocketstore.spark._sink_log import MARKER_TOPIC, last_commit, put_commit, put_task
+from rocketstore.spark._stream_writer import (
+    FAILPOINT_ENV,
+    FAILPOINT_SIGNAL_ENV,
+    SINK_METADATA,
+    store_name,
+)
 from rocketstore.spark.verify import verify_local
 
-pytestmark = pytest.mark.spark
-
 SCHEMA = "topic string, body string, keys string"
+CHILD = Path(__file__).with_name("_stream_sink_child.py")
 
 
-def _write_file(src: Path, name: str, rows: list[dict[str, Any]]) -> None:
+def _rows(tag: str, n: int) -> list[dict[str, Any]]:
+    return [{"topic": "Orders", "body": f"{tag}-{i}", "keys": f"k{i % 7}"} for i in range(n)]
+
+
+def _write_file(src: Path, name: str, rows: list[dict[str, Any]], mtime: float) -> None:
     tmp = src / f".{name}.tmp"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.utime(tmp, (mtime, mtime))  # the file source takes the oldest files first
     tmp.rename(src / name)
 
 
-def _rows(tag: str, n: int, topic: str = "Orders") -> list[dict[str, Any]]:
-    return [{"topic": topic, "body": f"{tag}-{i}", "keys": f"k{i % 7}"} for i in range(n)]
-
-
-def _start(spark: SparkSession, src: Path, root: Path, ckpt: Path, files: int = 1) -> Any:
+def _start(spark: SparkSession, src: Path, root: Path, ckpt: Path) -> Any:
     return (
         spark.readStream.schema(SCHEMA)
-        .option("maxFilesPerTrigger", files)
+        .option("maxFilesPerTrigger", 1)
         .json(str(src))
         .writeStream.format("rocketstore")
         .option("checkpointLocation", str(ckpt))
-        .option("queueNums", "3")
+        .option("stores", 2)
+        .option("queueNums", 3)
         .trigger(availableNow=True)
         .start(str(root))
     )
 
 
 def _stored(spark: SparkSession, root: Path) -> Counter[str]:
-    df = spark.read.format("rocketstore").load(str(root)).select("body")
-    return Counter(bytes(r.body).decode() for r in df.collect())
+    df = spark.read.format("rocketstore").load(str(root)).select("topic", "body")
+    rows = df.collect()
+    assert all(r.topic == "Orders" for r in rows), "the sink's own topic is hidden"
+    return Counter(bytes(r.body).decode() for r in rows)
 
 
-def test_restart_with_replayed_batch_stores_every_row_once(
+def _streamed(spark: SparkSession, root: Path, out: Path) -> Counter[str]:
+    """Every row the streaming source reads from ``root`` now (one availableNow run)."""
+    q = (
+        spark.readStream.format("rocketstore")
+        .load(str(root))
+        .select("body")
+        .writeStream.format("parquet")
+        .option("checkpointLocation", str(out / "_ckpt"))
+        .trigger(availableNow=True)
+        .start(str(out))
+    )
+    q.awaitTermination(180)
+    assert q.exception() is None
+    return Counter(bytes(r.body).decode() for r in spark.read.parquet(str(out)).collect())
+
+
+def _store_dirs(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def _last_commits(root: Path) -> list[Any]:
+    out = []
+    for name in _store_dirs(root):
+        with rocketstore.MessageStore(root / name, read_only=True) as s:
+            out.append(last_commit(s))
+    return out
+
+
+@pytest.mark.spark
+def test_stream_appends_to_fixed_stores_and_replays_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     rocketstore.spark.register(spark)
     src, root, ckpt = tmp_path / "src", tmp_path / "root", tmp_path / "ckpt"
     src.mkdir()
-    _write_file(src, "a.json", _rows("a", 50))
-    _write_file(src, "b.json", _rows("b", 40))
+    files = [("a", 30), ("b", 20), ("c", 10)]
+    t0 = time.time() - 100
+    for i, (tag, n) in enumerate(files):
+        _write_file(src, f"{tag}.json", _rows(tag, n), t0 + i)
     q = _start(spark, src, root, ckpt)
     q.awaitTermination(180)
     assert q.exception() is None
-    assert (root / batch_dir_name("stream", 0)).is_dir()
-    assert (root / batch_dir_name("stream", 1)).is_dir()
-    manifest = json.loads((root / MANIFEST).read_text())
-    assert manifest["streams"]["stream"]["batch_id"] == 1
+    assert _store_dirs(root) == [store_name(0), store_name(1)]
+    assert json.loads((root / SINK_METADATA).read_text())["stores"] == 2
+    # One file per micro-batch: one task each, rotating over the stores ((task + batch) % 2).
+    commits = _last_commits(root)
+    assert [c.batch for c in commits] == [2, 1]
+    query = commits[0].query
 
-    # The driver "died" after publishing batch 1 but before recording it: in the checkpoint
-    # (Spark replays it) and in the manifest (the replay must add it back, not store it twice).
-    (ckpt / "commits" / "1").unlink()
-    (ckpt / "commits" / ".1.crc").unlink(missing_ok=True)  # Hadoop's checksum of it
-    manifest["stores"] = [e for e in manifest["stores"] if e.get("batch_id") != 1]
-    manifest["streams"]["stream"]["batch_id"] = 0
-    (root / MANIFEST).write_text(json.dumps(manifest))
-    _write_file(src, "c.json", _rows("c", 30))
-
+    # The driver "died" after committing batch 2 to the stores but before recording it in the
+    # checkpoint: Spark replays it; the stores' commit records make the replay store nothing.
+    (ckpt / "commits" / "2").unlink()
+    (ckpt / "commits" / ".2.crc").unlink(missing_ok=True)
+    _write_file(src, "d.json", _rows("d", 15), t0 + 10)
     q = _start(spark, src, root, ckpt)
     q.awaitTermination(180)
     assert q.exception() is None
 
-    want = Counter(r["body"] for tag, n in (("a", 50), ("b", 40), ("c", 30)) for r in _rows(tag, n))
+    want = Counter(r["body"] for tag, n in [*files, ("d", 15)] for r in _rows(tag, n))
     assert _stored(spark, root) == want
-    manifest = json.loads((root / MANIFEST).read_text())
-    assert manifest["streams"]["stream"]["batch_id"] == 2
-    assert sorted({e["batch_id"] for e in manifest["stores"]}) == [0, 1, 2]
-    assert sum(e["messages"] for e in manifest["stores"]) == 120
-    assert not list((root / "_temporary").rglob("commitlog"))
+    assert _store_dirs(root) == [store_name(0), store_name(1)]
+    commits = _last_commits(root)
+    assert [c.queries[query] for c in commits] == [2, 3]
+    assert [c.messages for c in commits] == [30 + 10, 20 + 15]
     report = verify_local(root)
     assert report.ok, report.format(examples=5)
-    assert report.messages == 120
+    assert _streamed(spark, root, tmp_path / "out") == want
 
 
-def test_failed_batch_publishes_nothing_and_names_the_row(
+def test_readers_stop_at_the_last_commit_record(tmp_path: Path) -> None:
+    from rocketstore.spark._reader import MESSAGE_SCHEMA, RocketStoreReader, list_queues
+    from rocketstore.spark._stream import RocketStoreStreamReader
+
+    root = tmp_path / "root"
+    store = root / store_name(0)
+    root.mkdir()
+    (root / SINK_METADATA).write_text(json.dumps({"stores": 1, "config": {}}))
+    ident = {"query": "q", "run": "r1", "partition": 0, "attempt": 0}
+    with rocketstore.MessageStore(store) as s:
+        for i in range(5):
+            s.put("Orders", f"ok-{i}".encode(), queue_id=i % 2)
+        put_task(s, batch=0, messages=5, **ident)
+        put_commit(s, None, query="q", batch=0, messages=5)
+        # Batch 1: rows and a task record, not committed yet; then rows of a dead attempt.
+        for i in range(3):
+            s.put("Orders", f"pending-{i}".encode(), queue_id=i % 2)
+        s.put("Other", b"pending-new-topic")
+        put_task(s, batch=1, messages=4, **ident)
+        s.put("Orders", b"torn")
+        s.flush()
+
+    settings = RocketStoreReader({"path": str(root)}, MESSAGE_SCHEMA).settings
+    queues = {(q.topic, q.queue_id): (q.min_offset, q.max_offset) for q in list_queues(settings)}
+    assert queues == {("Orders", 0): (0, 3), ("Orders", 1): (0, 2), ("Other", 0): (0, 0)}
+    reader = RocketStoreReader({"path": str(root)}, MESSAGE_SCHEMA)
+    bodies = sorted(
+        bytes(b).decode()
+        for p in reader.partitions()
+        for batch in reader.read(p)
+        for b in batch.column("body").to_pylist()
+    )
+    assert bodies == [f"ok-{i}" for i in range(5)]
+    stream = RocketStoreStreamReader({"path": str(root)}, MESSAGE_SCHEMA)
+    assert stream.initialOffset() == {
+        store_name(0): {"Orders": {"0": 0, "1": 0}, "Other": {"0": 0}}
+    }
+    assert stream._latest() == {store_name(0): {"Orders": {"0": 3, "1": 2}, "Other": {"0": 0}}}
+    # The marker topic is a plain RocketMQ topic on disk: a broker loads it like any other.
+    with rocketstore.MessageStore(store, read_only=True) as s:
+        assert (MARKER_TOPIC, 0) in {(t, q) for t, q, _, _ in s.consume_queues()}
+
+
+def _child(
+    dirs: tuple[Path, Path, Path], log: Path, failpoint: str, sig: Path | None
+) -> subprocess.Popen[bytes]:
+    """Starts the query (``dirs``: source, root, checkpoint) in a child process group."""
+    src, root, ckpt = dirs
+    env = dict(os.environ, **{FAILPOINT_ENV: failpoint})
+    if sig is not None:
+        env[FAILPOINT_SIGNAL_ENV] = str(sig)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, str(CHILD), str(src), str(root), str(ckpt)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: driver, JVM and Python workers
+        )
+
+
+def _wait_for(sig: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 300
+    while not sig.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the query ended ({proc.returncode}) before pausing:\n{log.read_text()}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"the query never paused:\n{log.read_text()[-5000:]}")
+        time.sleep(0.2)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(60)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_killed_driver_and_failed_tasks_store_every_row_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     rocketstore.spark.register(spark)
-    src, root, ckpt = tmp_path / "src", tmp_path / "root", tmp_path / "ckpt"
+    src, root, ckpt, log = tmp_path / "src", tmp_path / "root", tmp_path / "ckpt", tmp_path / "log"
     src.mkdir()
-    _write_file(src, "a.json", _rows("a", 20))
-    q = _start(spark, src, root, ckpt, files=2)
-    q.awaitTermination(180)
-    assert q.exception() is None
-    before = _stored(spark, root)
+    t0 = time.time() - 100
+    names = [f"f{i}" for i in range(8)]  # two files per micro-batch: batches 0-3
+    for i, name in enumerate(names):
+        _write_file(src, f"{name}.json", _rows(name, 25), t0 + i)
+    want = Counter(r["body"] for name in names for r in _rows(name, 25))
+    batch0 = Counter(r["body"] for name in names[:2] for r in _rows(name, 25))
 
-    # One good file and one with a bad topic on its 4th row, in one micro-batch of 2 tasks.
-    _write_file(src, "b.json", _rows("b", 30))
-    bad = _rows("x", 6)
-    bad[3]["topic"] = "no spaces allowed"
-    _write_file(src, "c.json", bad)
-    q = _start(spark, src, root, ckpt, files=2)
-    with pytest.raises(Exception) as failed:  # noqa: PT011 (Spark wraps it; the text is checked)
-        q.awaitTermination(180)
-    text = str(failed.value)
-    assert "topic" in text, text[:2000]
-    assert "message 3" in text, text[:2000]  # the bad row, counted within its task
+    # Run 1: killed while the first task of batch 1 has appended 10 of its rows.
+    sig = tmp_path / "paused-1"
+    proc = _child((src, root, ckpt), log, "task:1:0:10:pause", sig)
+    _wait_for(sig, proc, log)
+    # While the query runs (paused mid-append): readers see batch 0, nothing of batch 1.
+    assert _stored(spark, root) == batch0
+    assert _streamed(spark, root, tmp_path / "out-1") == batch0
+    _kill(proc)
 
-    assert not (root / batch_dir_name("stream", 1)).exists()
-    assert _stored(spark, root) == before
-    manifest = json.loads((root / MANIFEST).read_text())
-    assert manifest["streams"]["stream"]["batch_id"] == 0
+    # Run 2: batch 1 replayed; killed in the driver's commit, one store committed, one not.
+    sig = tmp_path / "paused-2"
+    proc = _child((src, root, ckpt), log, "commit:1:1:0:pause", sig)
+    _wait_for(sig, proc, log)
+    seen = _stored(spark, root)
+    assert max(seen.values()) == 1
+    assert set(seen) <= set(want)
+    assert batch0 <= seen
+    _kill(proc)
 
-    # Fix the bad row and restart: Spark replays batch 1 with the same files; it is stored once
-    # and the failed run's leftovers under _temporary are gone.
-    bad[3]["topic"] = "Orders"
-    (src / "c.json").write_text("".join(json.dumps(r) + "\n" for r in bad))
-    q = _start(spark, src, root, ckpt, files=2)
-    q.awaitTermination(180)
-    assert q.exception() is None
-    want = before + Counter(r["body"] for r in _rows("b", 30) + bad)
+    # Run 3: batch 1 replayed again; a Python worker dies mid-append in batch 2 and a task
+    # fails after 7 rows in batch 3, each retried by Spark; the query then ends cleanly.
+    proc = _child((src, root, ckpt), log, "task:2:1:5:exit;task:3:0:7:raise", None)
+    assert proc.wait(600) == 0, log.read_text()[-5000:]
+    text = log.read_text()
+    assert "injected failure" in text, "the task of batch 3 failed once"
+
+    assert _store_dirs(root) == [store_name(0), store_name(1)]
     assert _stored(spark, root) == want
-    assert not list((root / "_temporary").rglob("commitlog"))
+    report = verify_local(root)
+    assert report.ok, report.format(examples=5)
+    assert _streamed(spark, root, tmp_path / "out-end") == want
+    commits = _last_commits(root)
+    assert all(c is not None and c.batch == 3 for c in commits)
+    assert sum(c.messages for c in commits) == sum(want.values())
+
+
+def _blocks(path: Path) -> int:
+    return sum(p.stat().st_blocks * 512 for p in path.rglob("*") if p.is_file())
+
+
+@pytest.mark.spark
+@pytest.mark.xfail(
+    strict=False,
+    reason="closed stores keep their preallocated blocks until the 'space' change (issue 39, "
+    "sparse closed stores) is merged",
+)
+def test_batch_write_of_20_rows_into_2_stores_takes_little_disk(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    rocketstore.spark.register(spark)
+    root = tmp_path / "root"
+    rows = [("Orders", f"body-{i}".encode(), f"k{i}") for i in range(20)]
+    df = spark.createDataFrame(rows, "topic string, body binary, keys string").repartition(2)
+    df.write.format("rocketstore").mode("append").save(str(root))
+    stores = [p for p in root.iterdir() if (p / "commitlog").is_dir()]
+    assert len(stores) == 2
+    for store in stores:
+        # The issue's floor: 1.5x the bytes written plus 4 MiB (a few KiB of records here).
+        assert _blocks(store) <= 4 * 1024 * 1024 + 64 * 1024, (store, _blocks(store))

@@ -85,10 +85,10 @@ __all__ = [
 
 #: The sink's metadata file in its root (JSON).
 SINK_METADATA = "_rocketstore_sink.json"
-#: Environment variable of the sink's failure injection (tests): ``batch:partition:rows:mode``
-#: makes the first attempt of that task fail after appending ``rows`` rows, by raising
-#: (``raise``) or by ending its Python worker at once (``exit``, as a killed executor).
+#: Environment variable of the sink's failure injection, for tests (see ``_failpoint``).
 FAILPOINT_ENV = "ROCKETSTORE_SINK_FAILPOINT"
+#: File the ``pause`` mode of ``FAILPOINT_ENV`` creates when it pauses.
+FAILPOINT_SIGNAL_ENV = "ROCKETSTORE_SINK_FAILPOINT_SIGNAL"
 
 #: Options of the streaming sink that are not the batch writer's.
 _SINK_OPTIONS = ("stores", "locktimeoutms", "checkpointlocation", "queryname")
@@ -139,17 +139,35 @@ def _stream_identity() -> tuple[str, str, int, int, int]:
     return query, run, int(batch), ctx.partitionId(), ctx.attemptNumber()
 
 
-def _failpoint(batch: int, partition: int, attempt: int) -> tuple[int, str] | None:
-    spec = os.environ.get(FAILPOINT_ENV)
-    if not spec or attempt != 0:
-        return None
-    try:
-        b, p, rows, mode = spec.split(":")
-    except ValueError:
-        return None
-    if int(b) != batch or int(p) != partition:
-        return None
-    return int(rows), mode
+def _failpoint(site: str, batch: int, key: int) -> tuple[int, str] | None:
+    """The injected failure (``FAILPOINT_ENV``) for ``site`` of ``batch`` and ``key`` (a task's
+    partition, a commit's store index), as ``(rows, mode)``, if one is configured.
+
+    The variable holds ``;``-separated ``<site>:<batch>:<key>:<rows>:<mode>`` entries; ``site``
+    is ``task`` (after ``rows`` rows of the first attempt of the task) or ``commit`` (before
+    the driver commits that store); ``mode`` is ``raise``, ``exit`` (the process ends at once,
+    as a killed executor or driver) or ``pause`` (the file named by ``FAILPOINT_SIGNAL_ENV`` is
+    created, then the thread sleeps until the process is killed).
+    """
+    for entry in os.environ.get(FAILPOINT_ENV, "").split(";"):
+        parts = entry.strip().split(":")
+        if len(parts) != 5 or parts[0] != site:
+            continue
+        with contextlib.suppress(ValueError):
+            if int(parts[1]) == batch and int(parts[2]) == key:
+                return int(parts[3]), parts[4]
+    return None
+
+
+def _fail(mode: str, what: str) -> None:
+    if mode == "exit":
+        os._exit(17)  # as a killed process: no close, no cleanup
+    if mode == "pause":
+        signal = os.environ.get(FAILPOINT_SIGNAL_ENV)
+        if signal:
+            Path(signal).write_text(what, encoding="utf-8")
+        time.sleep(3600)
+    raise RuntimeError(f"rocketstore stream sink: injected failure ({FAILPOINT_ENV}): {what}")
 
 
 class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
@@ -334,7 +352,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         w = self.writer
         counter = partition % w.queue_nums
         row = 0
-        fail = _failpoint(batch_id, partition, attempt)
+        fail = _failpoint("task", batch_id, partition) if attempt == 0 else None
         for batch in batches:
             table, _digest, counter = _prepare(batch, w.selector, w.queue_nums, counter)
             if fail is not None and row + table.num_rows > fail[0]:
@@ -356,12 +374,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
                 )
             row += table.num_rows
             if fail is not None and row >= fail[0]:
-                if fail[1] == "exit":
-                    os._exit(17)  # as a killed executor: no close, no cleanup
-                raise RuntimeError(
-                    f"rocketstore stream sink: injected failure ({FAILPOINT_ENV}) after {row} "
-                    f"rows of partition {partition} of micro-batch {batch_id}"
-                )
+                _fail(fail[1], f"after {row} rows of partition {partition} of batch {batch_id}")
         return row
 
     # ---- driver side ------------------------------------------------------------------
@@ -389,6 +402,9 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
 
     def _commit_store(self, index: int, messages: list[SinkTaskMessage], batch: int) -> None:
         query, run = messages[0].query, messages[0].run
+        fail = _failpoint("commit", batch, index)
+        if fail is not None:
+            _fail(fail[1], f"before committing store {index} of batch {batch}")
         path = self.store_path(index)
         store = self._open(path)
         try:

@@ -137,6 +137,9 @@ final class JvmRead {
         if (path == null || path.isEmpty()) {
             return "no path";
         }
+        if (isStreamSink(new File(path))) {
+            return "a stream sink's stores (read up to their last committed micro-batch)";
+        }
         if (schema != null) {
             for (StructField field : schema.fields()) {
                 StructField known = find(field.name());
@@ -146,6 +149,16 @@ final class JvmRead {
             }
         }
         return null;
+    }
+
+    /**
+     * True for a stream sink's root ({@code _rocketstore_sink.json}) or one of its stores (the
+     * sink's topic {@code rmq_sys_rocketstore_sink}): the Python reader serves those, reading each
+     * store only up to its last commit record and hiding the sink's topic.
+     */
+    static boolean isStreamSink(File path) {
+        return new File(path, "_rocketstore_sink.json").isFile()
+                || new File(new File(path, "consumequeue"), "rmq_sys_rocketstore_sink").isDirectory();
     }
 
     private static StructField find(String name) {
