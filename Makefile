@@ -388,16 +388,21 @@ demo: build java-check ## Run the main job on generated data: Spark ingest of 1,
 	$(call say,Running the demo job with Spark local[*]: $(VENV_BIN)/rocketstore demo $(DEMO_ARGS) (report in demo-store/_report/))
 	$(VENV_BIN)/rocketstore demo $(DEMO_ARGS)
 
-bench: build ## Run the Rust benchmarks (criterion, benches/) and the Python end-to-end benchmark
-ifneq ($(wildcard benches/Cargo.toml),)
-	$(call say,Rust benchmarks: cargo bench (set ROCKETSTORE_BENCH_DIR to pick the disk))
-	$(CARGO) bench $(LOCKED) -p rocketstore-benches
-else
-	$(call say,No Rust benchmarks yet (benches/Cargo.toml does not exist))
-endif
+# `make bench`: the criterion benches, then the suite BENCHMARKS.md is made from; the page's
+# tables (between its <!-- BEGIN bench:NAME --> markers), benches/peers.png and the raw figures
+# (benches/bench.json) are written from this one run. ~15-20 minutes on 2 cores.
+BENCH_ARGS ?= --sizes 100,1024 --peers --spark --scale
+bench: build ## Run the criterion benches and `rocketstore bench` (peers, Spark, scale); write BENCHMARKS.md's tables
 	$(CLI_CHECK)
-	$(call say,Python benchmark: $(VENV_BIN)/rocketstore bench)
-	$(VENV_BIN)/rocketstore bench
+	@start=$$(date +%s); summary="$$(mktemp)"; trap 'rm -f "$$summary"' EXIT; \
+	if [ -f benches/Cargo.toml ]; then \
+		printf '\n==> %s\n' "Rust benchmarks: cargo bench -p rocketstore-benches (ROCKETSTORE_BENCH_DIR picks the disk)"; \
+		ROCKETSTORE_BENCH_SUMMARY="$$summary" $(CARGO) bench $(LOCKED) -p rocketstore-benches || exit $$?; \
+	fi; \
+	printf '\n==> %s\n' "The suite: $(VENV_BIN)/rocketstore bench $(BENCH_ARGS) (writes BENCHMARKS.md's tables)"; \
+	$(VENV_BIN)/rocketstore bench $(BENCH_ARGS) --json benches/bench.json \
+		--markdown BENCHMARKS.md --plot benches/peers.png \
+		--criterion $(CARGO_TARGET)/criterion --criterion-summary "$$summary" --since $$start
 
 # ---- clean-up ------------------------------------------------------------------------
 

@@ -1,23 +1,40 @@
-"""``rocketstore bench --smoke`` runs every figure end to end (no timing assertions), and
-``benches/plot.py`` draws its JSON."""
+"""``rocketstore bench --smoke`` runs every figure end to end (no timing assertions): the
+baselines, the peers (``--peers``), the growth with size (``--scale``), and the page's tables
+(``--markdown``) and plot (``--plot``) written from its JSON."""
 
 from __future__ import annotations
 
 import json
-import runpy
 from pathlib import Path
 
 import pytest
 
-from rocketstore import _bench
+from rocketstore import _bench, _bench_peers, _bench_report
 from rocketstore.cli import main
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_bench_smoke_runs_every_figure(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     out = tmp_path / "bench.json"
-    rc = main(["bench", "--smoke", "-q", "--dir", str(tmp_path / "work"), "--json", str(out)])
+    page = tmp_path / "BENCHMARKS.md"
+    page.write_text(
+        "# prose kept\n\n<!-- BEGIN bench:write -->\nold table\n<!-- END bench:write -->\n"
+        "\nmore prose\n"
+    )
+    rc = main(
+        [
+            "bench",
+            "--smoke",
+            "-q",
+            "--peers",
+            "--scale",
+            "--dir",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+            "--markdown",
+            str(page),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     doc = json.loads(out.read_text())
@@ -55,6 +72,60 @@ def test_bench_smoke_runs_every_figure(tmp_path: Path, capsys: pytest.CaptureFix
         assert r["extra"]["record_bytes"] > r["body_bytes"]
     recovery = [r for r in results if r["name"] == "recovery"]
     assert all(r["extra"]["abnormal"] for r in recovery)
+
+    # --peers: every system and operation, for each size: measured, or skipped with the
+    # package to install; the ones measured found every key they looked up.
+    for system, _label, _module, _pip in _bench_peers.PEERS:
+        for op in ("append", "read", "lookup", "disk"):
+            for size in (100, 1024):
+                r = next(
+                    x
+                    for x in results
+                    if x["name"] == _bench_peers.fig_name(system, op) and x["size"] == size
+                )
+                if r["skipped"]:
+                    assert "pip install" in r["skipped"]
+                    continue
+                assert r["messages"] > 0, r
+                if op == "disk":
+                    assert r["extra"]["bytes"] > 0
+                else:
+                    assert r["cpu_seconds"] > 0 or r["seconds"] > 0
+                if op == "lookup":
+                    assert "not found" not in r["note"], r
+    for system in ("rocketstore", "sqlite", "parquet"):  # no extra package needed
+        assert not next(x for x in results if x["name"] == _bench_peers.fig_name(system, "append"))[
+            "skipped"
+        ]
+    body = next(x for x in results if x["name"] == "peers_rocketstore_read_body")
+    assert body["skipped"] or body["body_bytes"] > 0
+
+    # --scale: two tiny stores, every figure of each.
+    scale = doc["scale"]
+    assert [s["gib"] for s in scale] == [1, 2]
+    for s in scale:
+        for k in ("put_first", "put_last", "read_first", "read_last", "query_first"):
+            rate, cpu = s[k]
+            assert rate > 0, (k, s[k])
+            assert cpu >= 0, (k, s[k])
+        assert s["crash_paused"]["end"] > 0
+
+    # --markdown: the block in the page is replaced, the prose kept, the others appended.
+    text = page.read_text()
+    assert "# prose kept" in text
+    assert "more prose" in text
+    assert "old table" not in text
+    for name, _heading, _command in _bench_report.SECTIONS:
+        assert text.count(f"<!-- BEGIN bench:{name} -->") == 1, name
+    assert "LMDB" in text
+    assert "GiB" in text
+
+    # --from-json: the same tables again from the JSON alone, nothing measured.
+    again = tmp_path / "again.md"
+    again.write_text(text)
+    assert main(["bench", "--from-json", str(out), "--markdown", str(again)]) == 0
+    assert again.read_text() == text
+
     # Everything the run created under --dir is gone again.
     assert not any((tmp_path / "work").iterdir())
 
@@ -66,15 +137,56 @@ def test_messages_for_caps_bytes() -> None:
     assert _bench.BenchOptions(messages=5).messages_for(4096) == 5
 
 
+def _doc() -> dict[str, object]:
+    results = []
+    for size in (100, 1024):
+        for i, (system, *_rest) in enumerate(_bench_peers.PEERS):
+            for op in ("append", "read", "lookup"):
+                f = _bench.Figure(
+                    _bench_peers.fig_name(system, op), size, 1000, 0.01 * (i + 1), 1000 * size
+                )
+                f.cpu_seconds = 0.005
+                results.append(f.to_json())
+            disk = _bench.Figure(_bench_peers.fig_name(system, "disk"), size, 1000)
+            disk.extra["bytes"] = 4096 * (i + 1)
+            results.append(disk.to_json())
+    results.append(_bench.Figure("sqlite_read", 100, skipped="not here").to_json())
+    return {"machine": _bench.machine_info(), "results": results, "scale": []}
+
+
+def test_markdown_from_json_writes_every_block(tmp_path: Path) -> None:
+    page = tmp_path / "B.md"
+    doc = _doc()
+    _bench_report.write_markdown(doc, page)
+    first = page.read_text()
+    for name, heading, _command in _bench_report.SECTIONS:
+        assert f"<!-- BEGIN bench:{name} -->" in first
+        assert heading in first
+    # A second run replaces the tables in place: the page does not grow.
+    _bench_report.write_markdown(doc, page)
+    assert page.read_text() == first
+
+
 def test_plot_from_json(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    results = [
-        _bench.Figure("put_batch", size, 1000, 0.01 * size / 100, 1000 * size).to_json()
-        for size in (100, 1024)
-    ] + [_bench.Figure("sqlite_read", 100, skipped="not here").to_json()]
-    src = tmp_path / "b.json"
-    src.write_text(json.dumps({"machine": _bench.machine_info(), "results": results}))
-    png = tmp_path / "t.png"
-    plot = runpy.run_path(str(REPO / "benches" / "plot.py"))
-    assert plot["main"]([str(src), str(png)]) == 0
+    png = tmp_path / "peers.png"
+    assert _bench_report.plot_peers(_doc(), png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_from_json_reports_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["bench", "--from-json", str(bad), "--markdown", str(tmp_path / "m.md")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["bench", "--from-json", str(bad)]) == 2
+
+
+def test_disk_bytes_counts_blocks_not_length(tmp_path: Path) -> None:
+    sparse = tmp_path / "sparse"
+    with open(sparse, "wb") as fh:
+        fh.truncate(64 << 20)  # a hole: no block
+    dense = tmp_path / "dense"
+    dense.write_bytes(b"x" * 8192)
+    assert _bench_peers.disk_bytes(tmp_path) < 1 << 20
+    assert _bench_peers.disk_bytes(tmp_path) >= 8192

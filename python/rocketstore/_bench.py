@@ -91,6 +91,11 @@ BASELINE_OF = {
     "spark_read_rocketstore": "spark_read_parquet",
     "spark_read_rocketstore_py": "spark_read_parquet",
     "spark_read_rocketstore_body": "spark_read_parquet",
+    # --peers: rocketstore beside LMDB (the fastest peer of the key-value stores)
+    "peers_rocketstore_append": "peers_lmdb_append",
+    "peers_rocketstore_read": "peers_lmdb_read",
+    "peers_rocketstore_read_body": "peers_lmdb_read",
+    "peers_rocketstore_lookup": "peers_lmdb_lookup",
 }
 # put_batch is also shown against the I/O floor and the physical ceiling.
 BOUNDS = ("file_write", "mmap_memcpy")
@@ -110,14 +115,50 @@ class BenchOptions:
         None  # parent of the work directory; default $ROCKETSTORE_BENCH_DIR or $TMPDIR
     )
     spark: bool = False
+    spark_messages: int = 400_000  # --spark: rows of 1 KiB, a tag and a key each
+    spark_size: int = 1024
+    peers: bool = False
+    peer_messages: int = 1_000_000  # --peers: messages per body size
+    peer_lookups: int = 100_000
+    peer_seconds: float = 5.0  # time box of a peer's lookups (the scanning ones)
+    scale: bool = False
+    scale_sizes: list[int] = field(default_factory=lambda: [1, 4])  # GiB of commit log
+    scale_unit: int = 1 << 30
+    scale_batch: int = 16_384
+    scale_options: dict[str, Any] = field(default_factory=dict)
     smoke: bool = False
     json_path: str | None = None
+    markdown: str | None = None  # BENCHMARKS.md: its tables replaced by this run's
+    plot: str | None = None  # PNG of the peers' figures
+    criterion: str | None = None  # target/criterion of a `cargo bench` run, for the page
+    criterion_summary: str | None = None  # $ROCKETSTORE_BENCH_SUMMARY of that run
+    since: float | None = None  # epoch seconds `make bench` started (its duration on the page)
     quiet: bool = False
 
     @classmethod
     def smoke_defaults(cls) -> BenchOptions:
-        """The ``--smoke`` run: small, all figures, well under 10 s."""
-        return cls(sizes=[100, 1024], messages=10_000, seconds=0.1, batch=4096, smoke=True)
+        """The ``--smoke`` run: small, all figures, well under 10 s (with ``--peers`` and
+        ``--scale``: tiny stores of those too)."""
+        return cls(
+            sizes=[100, 1024],
+            messages=10_000,
+            seconds=0.1,
+            batch=4096,
+            smoke=True,
+            spark_messages=4096,
+            peer_messages=10_000,
+            peer_lookups=1000,
+            peer_seconds=0.5,
+            scale_sizes=[1, 2],
+            scale_unit=8 << 20,
+            scale_batch=512,
+            scale_options={
+                "mapped_file_size_commit_log": 4 << 20,
+                "mapped_file_size_consume_queue": 20 * 8192,
+                "max_hash_slot_num": 4096,
+                "max_index_num": 65_536,
+            },
+        )
 
     def messages_for(self, size: int) -> int:
         if self.messages is not None:
@@ -1146,6 +1187,7 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
 
     started = time.time()
     load_start = [round(x, 2) for x in os.getloadavg()]
+    scale: list[dict[str, Any]] = []
     parent = opts.dir or os.environ.get("ROCKETSTORE_BENCH_DIR") or None
     if parent:
         Path(parent).mkdir(parents=True, exist_ok=True)
@@ -1196,9 +1238,6 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 here.append(_put_each(each_dir, data, opts))
             say(f"[{size} B] SQLite ...")
             here.extend(_sqlite(base, data, opts))
-            if opts.spark:
-                say(f"[{size} B] Spark: Parquet vs rocketstore ...")
-                here.extend(_spark(base, data, opts))
             data.encoded = []
             order = [
                 "put",
@@ -1228,6 +1267,44 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
             ]
             here.sort(key=lambda f: order.index(f.name) if f.name in order else len(order))
             figs.extend(here)
+            del data, table, batches
+        if opts.peers:
+            from rocketstore._bench_peers import run_peers
+
+            for size in opts.sizes:
+                n = opts.peer_messages
+                say(f"[{size} B] peers: building {n:,} messages ...")
+                table = bench_table(n, size)
+                figs.extend(
+                    run_peers(
+                        base,
+                        table,
+                        size,
+                        batch=opts.batch,
+                        lookups=opts.peer_lookups,
+                        seconds=opts.peer_seconds,
+                        say=say,
+                    )
+                )
+                del table
+        if opts.spark:
+            size, n = opts.spark_size, opts.spark_messages
+            say(f"[{size} B] Spark: {n:,} rows, Parquet vs rocketstore ...")
+            table = bench_table(n, size)
+            sdata = _Data(size, table, n, n * size, [], [])
+            figs.extend(_spark(base, sdata, opts))
+            del sdata, table
+        if opts.scale:
+            from rocketstore._bench_scale import run_scale
+
+            scale = run_scale(
+                opts.scale_sizes,
+                base / "scale",
+                say,
+                unit=opts.scale_unit,
+                options=opts.scale_options,
+                batch=opts.scale_batch,
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     _link(figs)
@@ -1240,17 +1317,38 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
         file=stream,
     )
     print(format_table(figs), file=stream)
+    from rocketstore import _bench_report as report
+
+    if scale:
+        print("\ncost growth with size (--scale):\n" + report.scale_table(scale), file=stream)
+
+    doc: dict[str, Any] = {
+        "started": started,
+        "seconds": round(time.time() - started, 2),
+        "commit": report.git_commit(),
+        "machine": info,
+        "loadavg_start": load_start,
+        "options": asdict(opts),
+        "results": [f.to_json() for f in figs],
+        "scale": scale,
+    }
+    if opts.since is not None:
+        doc["make_bench_seconds"] = round(time.time() - opts.since, 1)
+    if opts.criterion:
+        doc["criterion"] = [
+            r
+            for r in report.criterion_results(Path(opts.criterion))
+            if opts.since is None or r["mtime"] >= opts.since
+        ]
+    if opts.criterion_summary and Path(opts.criterion_summary).exists():
+        lines = Path(opts.criterion_summary).read_text().splitlines()
+        doc["criterion_summary"] = [json.loads(x) for x in lines if x.strip()]
     if opts.json_path:
-        doc = {
-            "started": started,
-            "seconds": round(time.time() - started, 2),
-            "machine": info,
-            "loadavg_start": load_start,
-            "options": asdict(opts),
-            "results": [f.to_json() for f in figs],
-        }
         with open(opts.json_path, "w") as fh:
             json.dump(doc, fh, indent=1)
             fh.write("\n")
         print(f"wrote {opts.json_path}", file=stream)
+    if opts.markdown:
+        report.write_markdown(doc, Path(opts.markdown), Path(opts.plot) if opts.plot else None)
+        print(f"wrote the tables of {opts.markdown}", file=stream)
     return figs

@@ -423,7 +423,65 @@ def _add_bench(sub: _Commands) -> None:
     )
     bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     bench.add_argument(
-        "--spark", action="store_true", help="also compare Spark writes: Parquet vs rocketstore"
+        "--spark",
+        action="store_true",
+        help="also Spark: write and read 400,000 x 1 KiB rows as rocketstore and as Parquet",
+    )
+    bench.add_argument(
+        "--spark-messages", type=_positive, metavar="N", help="rows of --spark (default: 400,000)"
+    )
+    bench.add_argument(
+        "--peers",
+        action="store_true",
+        help="also LMDB, RocksDB, SQLite, Delta Lake and Parquet on the same messages "
+        "(pip install 'rocketstore[bench]'): append, in-order read, key lookups, disk use",
+    )
+    bench.add_argument(
+        "--peer-messages",
+        type=_positive,
+        metavar="N",
+        help="messages per body size of --peers (default: 1,000,000)",
+    )
+    bench.add_argument(
+        "--scale",
+        action="store_true",
+        help="also cost growth with size: stores of --scale-sizes GiB (fill, read, lookup, "
+        "reopen, kill -9 recovery, cleanup)",
+    )
+    bench.add_argument(
+        "--scale-sizes",
+        type=_sizes,
+        metavar="G1,G2,...",
+        help="GiB of commit log of the --scale stores (default: 1,4)",
+    )
+    bench.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="write this run's tables into PATH (BENCHMARKS.md): each between its "
+        "<!-- BEGIN bench:NAME --> and <!-- END bench:NAME --> markers",
+    )
+    bench.add_argument("--plot", metavar="PNG", help="draw the peers' figures into PNG")
+    bench.add_argument(
+        "--from-json",
+        metavar="PATH",
+        help="measure nothing: write --markdown/--plot from the --json file of an earlier run",
+    )
+    bench.add_argument(
+        "--criterion",
+        metavar="DIR",
+        help="target/criterion of a cargo bench run: its results go into --json/--markdown",
+    )
+    bench.add_argument(
+        "--criterion-summary",
+        metavar="PATH",
+        help="the $ROCKETSTORE_BENCH_SUMMARY file of that cargo bench run",
+    )
+    bench.add_argument(
+        "--since",
+        type=float,
+        metavar="EPOCH",
+        help="when the whole run (make bench) started: criterion results older than this "
+        "are left out, and the page shows the whole duration",
     )
     bench.add_argument(
         "--smoke", action="store_true", help="a tiny run of every figure (CI; about 10 s)"

@@ -48,6 +48,23 @@ __all__ = [
 def cmd_bench(args: argparse.Namespace) -> int:
     from rocketstore import _bench
 
+    if args.from_json:
+        from rocketstore import _bench_report
+
+        try:
+            doc = json.loads(Path(args.from_json).read_text())
+        except (OSError, ValueError) as e:
+            print(f"rocketstore bench: cannot read {args.from_json}: {e}", file=sys.stderr)
+            return 2
+        if not args.markdown and not args.plot:
+            print("rocketstore bench: --from-json needs --markdown or --plot", file=sys.stderr)
+            return 2
+        if args.markdown:
+            _bench_report.write_markdown(doc, Path(args.markdown))
+        if args.plot:
+            _bench_report.plot_peers(doc, Path(args.plot))
+        return 0
+
     opts = _bench.BenchOptions.smoke_defaults() if args.smoke else _bench.BenchOptions()
     if args.sizes is not None:
         opts.sizes = args.sizes
@@ -61,7 +78,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
         opts.file_size = args.file_size
     opts.dir = args.dir
     opts.spark = args.spark and not args.smoke
+    if args.spark_messages is not None:
+        opts.spark_messages = args.spark_messages
+    opts.peers = args.peers
+    if args.peer_messages is not None:
+        opts.peer_messages = args.peer_messages
+    opts.scale = args.scale
+    if args.scale_sizes is not None:
+        opts.scale_sizes = args.scale_sizes
     opts.json_path = args.json
+    opts.markdown = args.markdown
+    opts.plot = args.plot
+    opts.criterion = args.criterion
+    opts.criterion_summary = args.criterion_summary
+    opts.since = args.since
     opts.quiet = args.quiet
     _bench.run(opts)
     return 0
