@@ -1084,7 +1084,10 @@ impl IndexService {
                 self.unsynced.push(Created::Dir(parent.to_path_buf()));
             }
         }
-        let mut now = chrono::Local::now().naive_local();
+        // The engine's clock (`now_ms`), in local time as RocketMQ names index files.
+        let mut now = chrono::DateTime::from_timestamp_millis(crate::util::now_ms())
+            .map_or_else(chrono::Local::now, |t| t.with_timezone(&chrono::Local))
+            .naive_local();
         let mut name = now.format(NAME_FORMAT).to_string();
         if let Some(after) = after {
             if name.len() == after.len() && name.as_str() <= after {
