@@ -1057,6 +1057,12 @@ impl CommitLog {
         Ok(removed)
     }
 
+    /// Recovery: makes the recovered `[from, to)` durable before the flushed cursor (and so a
+    /// checkpoint) claims it; see [`crate::segment::MappedFile::resync`].
+    pub(crate) fn resync(&self, from: u64, to: u64, rewrite: bool) -> Result<()> {
+        self.queue.resync(from, to, rewrite)
+    }
+
     /// The "flushed" and "committed" cursors in absolute offsets.
     ///
     /// Each cursor only grows, so reading them in the order flushed, committed, wrote yields a

@@ -1115,7 +1115,10 @@ impl IndexService {
                 self.unsynced.push(Created::Dir(parent.to_path_buf()));
             }
         }
-        let mut now = chrono::Local::now().naive_local();
+        // The engine's clock (`now_ms`), in local time as RocketMQ names index files.
+        let mut now = chrono::DateTime::from_timestamp_millis(crate::util::now_ms())
+            .map_or_else(chrono::Local::now, |t| t.with_timezone(&chrono::Local))
+            .naive_local();
         let mut name = now.format(NAME_FORMAT).to_string();
         if let Some(after) = after {
             if name.len() == after.len() && name.as_str() <= after {
@@ -1546,6 +1549,66 @@ impl IndexService {
             punched += f.trim()?;
         }
         Ok(punched)
+    }
+
+    /// Recovery after a crash (writable): the index files found (and their directory) are
+    /// queued as creations not yet durable, so the next flush fsyncs them before it msyncs
+    /// anything or a checkpoint marks entries in them (a crashed process may have created a
+    /// file whose name never reached the disk).
+    pub(crate) fn adopt_existing(&self) {
+        if !self.writable {
+            return;
+        }
+        let files = self.snapshot();
+        if files.is_empty() {
+            return;
+        }
+        self.unsynced.push(Created::Dir(self.dir.clone()));
+        for f in files {
+            self.unsynced
+                .push(Created::File(f.file.path().to_path_buf(), f.file.size()));
+        }
+    }
+
+    /// Recovery helper: drops index files left from another history of the commit log (a broker
+    /// truncated the log and wrote other records over the cut, leaving its index files). A
+    /// file's header names its last entry's record (endPhyOffset, endTimestamp); if that
+    /// offset is in the log but `names_record(offset, timestamp)` says no record with that
+    /// store time starts there, the file indexes records that are gone, and so do all newer
+    /// files (entries run in commit log order): the first such file and every newer one are
+    /// removed (destroyed when writable), and re-dispatch from the remaining files' end
+    /// rebuilds their entries, as `rebuild_indexes` does. Files whose end lies below
+    /// `log_min` (deleted commit log files) or that hold no entry are not judged. Returns the
+    /// number of files removed.
+    pub(crate) fn drop_stale(
+        &self,
+        log_min: u64,
+        names_record: &dyn Fn(i64, i64) -> bool,
+    ) -> Result<usize> {
+        let _w = lock(&self.writer);
+        let files = self.snapshot();
+        let log_min = i64::try_from(log_min).unwrap_or(i64::MAX);
+        let first_stale = files.iter().position(|f| {
+            f.index_count() > 1
+                && f.end_phy_offset() >= log_min
+                && !names_record(f.end_phy_offset(), f.end_timestamp())
+        });
+        let Some(first) = first_stale else {
+            return Ok(0);
+        };
+        let doomed = files.get(first..).unwrap_or_default().to_vec();
+        drop(files);
+        self.remove(&doomed)?;
+        let full_end = self
+            .snapshot()
+            .iter()
+            .filter(|f| f.is_full())
+            .map(|f| f.end_timestamp())
+            .max()
+            .unwrap_or(0);
+        self.last_full_end_timestamp
+            .store(full_end, Ordering::Release);
+        Ok(doomed.len())
     }
 
     /// Destroys every index file (RocketMQ `IndexService.destroy`).

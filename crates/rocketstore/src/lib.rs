@@ -70,4 +70,6 @@ pub use service::ServiceKind;
 pub use signal::Wake;
 pub use stats::StoreStats;
 pub use store::{Cursors, GetRecords, IndexFileEntries, QueueSpan, RecordHandle, Scanner, Store};
+#[doc(hidden)]
+pub use util::set_wall_clock_offset_ms;
 pub use verify::{verify_store, StoreReport, VerifyOptions};

@@ -110,3 +110,31 @@ pub fn forget(root: &Path) {
     with_unsynced(|s| s.retain(|p| !p.starts_with(root)));
     with(|m| m.retain(|p, _| !p.starts_with(root)));
 }
+
+/// A crash without a power cut, as a test builds it: the live files of `from` were copied to
+/// `to` (the page cache survives a process crash), and the disk under `to` is what it was under
+/// `from`. The durable images of the files under `from` are copied to the same paths under
+/// `to`; a file under `to` with no durable image (its creation was never made durable) is
+/// marked [`unsynced`], so its msyncs do not count until the engine makes its creation durable.
+pub fn adopt(from: &Path, to: &Path) {
+    let copied: Vec<(PathBuf, Vec<u8>)> = durable_image(from)
+        .into_iter()
+        .filter_map(|(p, b)| Some((to.join(p.strip_prefix(from).ok()?), b)))
+        .collect();
+    let known: HashSet<PathBuf> = copied.iter().map(|(p, _)| p.clone()).collect();
+    with(|m| m.extend(copied));
+    let mut stack = vec![to.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !known.contains(&p) {
+                with_unsynced(|s| s.insert(p));
+            }
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! Small helpers shared by the engine's modules.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -20,12 +21,25 @@ pub(crate) fn same_name(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.as_bytes().last() == b.as_bytes().last() && a == b
 }
 
-/// Wall-clock milliseconds since the epoch.
+/// Added to the wall clock by [`now_ms`]: a test seam for clock steps (see
+/// [`set_wall_clock_offset_ms`]). Zero unless a test sets it.
+static WALL_CLOCK_OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+
+/// Wall-clock milliseconds since the epoch (plus the test offset, normally zero). Store
+/// timestamps, index file names and the schedule service read the clock here.
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+        .saturating_add(WALL_CLOCK_OFFSET_MS.load(Ordering::Relaxed))
+}
+
+/// Test seam: steps the engine's wall clock ([`now_ms`]) by `offset_ms` for the whole process
+/// (negative: the clock went back), as an NTP step or a VM restore does. Not for production use.
+#[doc(hidden)]
+pub fn set_wall_clock_offset_ms(offset_ms: i64) {
+    WALL_CLOCK_OFFSET_MS.store(offset_ms, Ordering::Relaxed);
 }
 
 /// This boot's `/proc/sys/kernel/random/boot_id` as 16 bytes, or zeros when unknown (not Linux,

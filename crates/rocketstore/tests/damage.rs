@@ -1164,3 +1164,65 @@ fn c10_a_unit_naming_another_topics_record_is_never_served_as_its_queues_message
         store.close().unwrap();
     }
 }
+
+// ---- C11: a commit log rewritten under stale index files -------------------------------------
+
+/// What a broker leaves when it truncates the commit log and writes on (a slave's truncation, a
+/// recovery that cut a tail): new records from the cut, old bytes after the new end, and its
+/// old index files, whose entries (and endPhyOffset) name old record starts inside the new
+/// records. A writable open drops the stale entries (the index files from the first whose end
+/// is not the record it names) and re-indexes from there, without a tolerant recovery mode;
+/// every key then resolves to its record.
+#[test]
+fn c11_stale_index_entries_past_a_rewritten_commit_log_are_dropped_on_a_writable_open() {
+    let a = tempfile::tempdir().unwrap();
+    let before = tempfile::tempdir().unwrap();
+    let mut results = populate(a.path(), 30);
+    copy_tree(a.path(), before.path());
+    // The old history goes on: k30..k59 are indexed at offsets the rewrite reuses.
+    let store = Store::open(a.path(), config(&[])).unwrap();
+    let old = put_range(&store, 30, 60);
+    let old_end = store.max_commitlog_offset();
+    store.close().unwrap();
+    // The rewrite: from the cut, other records (k100..k109, other sizes), a shorter log.
+    let store = Store::open(before.path(), config(&[])).unwrap();
+    let new = put_range(&store, 100, 110);
+    let new_end = store.max_commitlog_offset();
+    store.close().unwrap();
+    assert!(new_end < old_end);
+    assert!(
+        old.iter().any(|r| (r.commitlog_offset as u64) < new_end
+            && !new.iter().any(|n| n.commitlog_offset == r.commitlog_offset)),
+        "some stale entry names a non-record offset inside the new records"
+    );
+    let root = before.path();
+    // Old bytes after the new end.
+    let file = cl_file(root, 0);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let old_bytes = std::fs::read(cl_file(a.path(), 0)).unwrap();
+    bytes[new_end as usize..old_end as usize]
+        .copy_from_slice(&old_bytes[new_end as usize..old_end as usize]);
+    std::fs::write(&file, bytes).unwrap();
+    // The old index files, as the broker left them.
+    std::fs::remove_dir_all(root.join("index")).unwrap();
+    copy_tree(&a.path().join("index"), &root.join("index"));
+    // Read-only: opens (and changes nothing).
+    Store::open_read_only(root, config(&[]))
+        .unwrap()
+        .close()
+        .unwrap();
+    results.extend(new);
+    let expect: Vec<(u64, &PutResult)> = (0..30u64).chain(100..110).zip(results.iter()).collect();
+    let store = open_check(root, config(&[]), &expect);
+    // No stale key resolves to a record that is not its own.
+    for i in 30..60 {
+        let q = store
+            .query_message(TOPICS[(i % 2) as usize], &format!("k{i}"), 64, 0, i64::MAX)
+            .unwrap();
+        assert!(q.messages.is_empty(), "stale key k{i} served");
+    }
+    finish(store);
+    // And the repaired store reopens unchanged.
+    let store = open_check(root, config(&[]), &expect);
+    finish(store);
+}

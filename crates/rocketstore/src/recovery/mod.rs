@@ -38,7 +38,7 @@ pub(crate) mod split_scan;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use rocketstore_format::{Checkpoint, RecoveryWindow};
+use rocketstore_format::{decode_record, Checkpoint, DecodeOptions, Decoded, RecoveryWindow};
 
 use crate::commitlog::{CommitLog, ScanEnd};
 use crate::config::StoreConfig;
@@ -168,6 +168,9 @@ impl Recovery<'_> {
             self.read_only,
         )?; // 3
         let files_removed = self.log.truncate_to(walk.scan.end)?; // 4
+        if !self.read_only && self.abnormal {
+            self.resync(&walk)?; // 4b
+        }
         let repair = if self.read_only {
             self.dispatcher.set_reput_from(walk.scan.end);
             Repair::default()
@@ -323,6 +326,30 @@ impl Recovery<'_> {
         )
     }
 
+    /// Step 4b (writable, after a crash): the recovered commit log, which truncation declared
+    /// flushed, is made durable before any checkpoint claims it. What the walk found may be
+    /// only in the page cache (a kill -9 of an ASYNC writer), or in pages the kernel marked
+    /// clean after a failed writeback (a same-boot reopen after a failed msync): from the
+    /// checkpoint's durable offset the bytes are written back over themselves and msynced.
+    /// Without our checkpoint extension (a broker's store) the walked range is msynced only
+    /// (it may be several files). A failure fails the open: nothing is claimed.
+    fn resync(&self, walk: &Walk) -> Result<()> {
+        let end = walk.scan.end;
+        let (from, rewrite) = match walk.durable {
+            Some(d) => (d.min(end), true),
+            None => (walk.from.min(end), false),
+        };
+        self.log
+            .resync(from.max(self.log.min_offset()), end, rewrite)?;
+        // The consume queue and index files the crashed process created may not be durable
+        // by name either: made durable before the flush services claim anything in them.
+        self.cqs.sync_existing()?;
+        if let Some(index) = self.index {
+            index.adopt_existing();
+        }
+        Ok(())
+    }
+
     /// Step 5: consume queues and index cut to the accepted end. With no commit log file left
     /// (`files` is the count before step 4), both are destroyed. After a power loss, units past
     /// the window's start may be torn: the queues are cut there (and anything past the walk's
@@ -369,6 +396,23 @@ impl Recovery<'_> {
                 rocketstore_format::peek_store_timestamp(rec.bytes())
             };
             index.truncate_after(walk.scan.end, &store_time_of)?;
+            // Index files from another history of the log (a broker's truncate and rewrite)
+            // name old record starts inside the new records: dropped, re-dispatch re-indexes.
+            let names_record = |phy: i64, store_ts: i64| {
+                let opts = DecodeOptions {
+                    check_crc: false,
+                    expected_physical_offset: Some(phy),
+                    ..DecodeOptions::default()
+                };
+                u64::try_from(phy)
+                    .ok()
+                    .and_then(|p| log.record_at(p))
+                    .is_some_and(|r| {
+                        matches!(decode_record(r.bytes(), &opts),
+                            Ok(Decoded::Message(v)) if v.store_timestamp == store_ts)
+                    })
+            };
+            index.drop_stale(log.min_offset(), &names_record)?;
         }
         Ok((suspects, mismatched_queues))
     }

@@ -517,6 +517,46 @@ impl MappedFile {
         }
     }
 
+    /// Recovery: makes the file's recovered bytes (below `to`) durable before a checkpoint may
+    /// claim them. With `rewrite`, `[from, to)` is first written back over itself (`pwrite` of
+    /// what the mapping holds), so that pages the kernel marked clean without writing them (a
+    /// writeback that failed before a same-boot reopen: the fsyncgate problem) are dirty
+    /// again. Then the file is fsynced (its dirty pages, mapped or not, and its size); the
+    /// caller fsyncs the directory, since a crashed process may have created the file without
+    /// making its name durable. An error leaves the range not durable (the open fails).
+    ///
+    /// `&mut self`: no reader, writer or append handle holds the file (recovery runs before any).
+    pub(crate) fn resync(&mut self, from: usize, to: usize, rewrite: bool) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let to = to.min(self.read_position());
+        if !self.writable {
+            return Ok(());
+        }
+        if rewrite {
+            const CHUNK: usize = 1 << 20;
+            let mut at = from;
+            let mut buf = Vec::new();
+            while at < to {
+                let n = (to - at).min(CHUNK);
+                let bytes = self.slice(at, n).ok_or_else(|| Error::ReadOnly {
+                    path: self.path.clone(),
+                })?;
+                buf.clear();
+                buf.extend_from_slice(bytes);
+                self.file
+                    .write_all_at(&buf, at as u64)
+                    .map_err(|e| Error::io("write", &self.path, e))?;
+                at += n;
+            }
+        }
+        fail::fail_point!(fp::FLUSH_MSYNC, |arg| Err(fp::injected(
+            "fsync", &self.path, arg
+        )));
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io("fsync", &self.path, e))
+    }
+
     /// Flushes `[flushed, read_position)` if at least `least_pages` pages are dirty (or the file
     /// is full). Returns the new flushed position. On error `flushed` does not move.
     pub(crate) fn flush(&self, least_pages: usize) -> Result<usize> {

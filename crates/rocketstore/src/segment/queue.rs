@@ -357,6 +357,41 @@ impl MappedFileQueue {
         Ok(moved)
     }
 
+    /// Recovery: makes absolute `[from, to)` durable ([`MappedFile::resync`]) in every file it
+    /// overlaps, then the directory (the files' names). The files must be held by this queue
+    /// alone, like [`Self::truncate_dirty`].
+    pub(crate) fn resync(&self, from: u64, to: u64, rewrite: bool) -> Result<()> {
+        let mut files = self.write();
+        let mut synced = Vec::new();
+        for f in files.iter_mut() {
+            let (start, end) = (f.from(), f.from() + f.size() as u64);
+            if end <= from || start >= to {
+                continue;
+            }
+            let path = f.path().to_path_buf();
+            let mf = Arc::get_mut(f).ok_or_else(|| {
+                Error::corruption(
+                    &path,
+                    start,
+                    CorruptionKind::Invalid("cannot sync a file in use".into()),
+                )
+            })?;
+            let lo = usize::try_from(from.saturating_sub(start)).unwrap_or(usize::MAX);
+            let hi = usize::try_from(to.min(end) - start).unwrap_or(usize::MAX);
+            mf.resync(lo, hi, rewrite)?;
+            synced.push((path, mf.size()));
+        }
+        drop(files);
+        if !synced.is_empty() && self.writable {
+            crate::util::fsync_dir(&self.dir)?;
+            #[cfg(feature = "powerloss")]
+            for (path, size) in &synced {
+                crate::powerloss::created_now(path, *size);
+            }
+        }
+        Ok(())
+    }
+
     /// Truncates to absolute `offset`: the file containing it gets all cursors at
     /// `offset - from` and its stale tail zero-filled; later files are removed (and deleted when
     /// writable). Returns the number of files removed.
