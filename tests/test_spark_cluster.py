@@ -34,7 +34,8 @@ import pytest
 
 import rocketstore
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+# The demo on two executor JVMs (each unpacking the environment) takes minutes on 2 cores.
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(900)]
 
 #: What the Python workers import besides PySpark (rocketstore and the spark extra).
 PACKED_DISTRIBUTIONS = ("pyarrow", "pandas", "numpy", "python-dateutil", "pytz", "tzdata", "six")
