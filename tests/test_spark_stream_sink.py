@@ -223,6 +223,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.spark
+@pytest.mark.timeout(1200)  # three child drivers, each starting its own JVM
 def test_killed_driver_and_failed_tasks_store_every_row_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -258,9 +259,15 @@ def test_killed_driver_and_failed_tasks_store_every_row_once(
     # Run 3: batch 1 replayed again; a Python worker dies mid-append in batch 2 and a task
     # fails after 7 rows in batch 3, each retried by Spark; the query then ends cleanly.
     proc = _child((src, root, ckpt), log, "task:2:1:5:exit;task:3:0:7:raise", None)
-    assert proc.wait(600) == 0, log.read_text()[-5000:]
+    try:
+        code = proc.wait(900)
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+    assert code == 0, log.read_text()[-5000:]
     text = log.read_text()
     assert "injected failure" in text, "the task of batch 3 failed once"
+    assert text.count("Lost task") >= 2, "both injected failures were retried"
 
     assert _store_dirs(root) == [store_name(0), store_name(1)]
     assert _stored(spark, root) == want

@@ -112,6 +112,11 @@ Stream: ``spark.readStream.format("rocketstore").load(path)`` with the reader's 
 ``{"store-00000": {"TopicA": {"0": 42}}}``. ``trigger(availableNow=True)`` reads what exists
 when the query starts and stops; a restart with the same checkpoint reads only newer messages.
 
+Stream sink: ``df.writeStream.format("rocketstore").option("checkpointLocation", c).start(root)``
+appends every micro-batch, exactly once, to ``stores`` (option, default 4) long-lived stores
+``root/store-<n>``; readers see each store up to its last committed micro-batch. Expired commit
+log files are deleted after ``fileReservedTime`` hours (default 72). See ``docs/spark.md``.
+
 Jobs: :func:`ingest` writes a DataFrame into ``N`` stores and :func:`verify` checks a root
 (CRC, framing, consume queues, index, manifest, and optionally equality with the source).
 :func:`verify_local` runs the same per-store checks without Spark (threads in this process);

@@ -66,7 +66,8 @@ class RocketStoreDataSource(DataSource):
         return RocketStoreStreamReader(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        """A microbatch stream writer (``df.writeStream``): each batch published exactly once."""
+        """A microbatch stream writer (``df.writeStream``): each batch appended exactly once to
+        the fixed set of stores under the root."""
         return RocketStoreStreamWriter(self.options, schema)
 
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocketstore._stores import MANIFEST, find_stores, read_manifest, store_key
 from rocketstore.spark._report import CHECKS, MAX_EXAMPLES, Check, VerifyReport
+from rocketstore.spark._sink_log import MARKER_TOPIC
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -325,6 +326,8 @@ def _stored_digests(
         if row["check"] != _STATS:
             continue
         for topic, qid, n, d in json.loads(row["detail"]).get("message_digests", []):
+            if topic == MARKER_TOPIC:  # the stream sink's progress records: not source rows
+                continue
             key = (topic, qid) if with_queue else (topic,)
             acc = out.setdefault(key, [0, 0])
             acc[0] += int(n)
@@ -375,6 +378,7 @@ def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> An
                         if b.num_rows == 0 or nxt <= off:
                             break
                         off = nxt
+                        b = b.filter(pc.not_equal(b.column("topic"), MARKER_TOPIC))
                         yield pa.RecordBatch.from_arrays(
                             [
                                 b.column("topic"),
