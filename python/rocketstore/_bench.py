@@ -68,13 +68,13 @@ from pathlib import Path
 from typing import Any
 
 import rocketstore
+from rocketstore._bench_common import QUEUES, TOPICS, Figure
+from rocketstore._bench_common import has as _has
+from rocketstore._bench_common import wait_dispatched as _wait_dispatched
 
 __all__ = ["BenchOptions", "Figure", "run"]
 
-TOPICS = 4
-QUEUES = 8
 _TAGS = ("TagA", "TagB", "TagC")
-_MB = 1e6
 
 # Which baseline each figure is compared with (ratio = msgs/s over the baseline's msgs/s).
 BASELINE_OF = {
@@ -166,42 +166,6 @@ class BenchOptions:
         return max(1000, min(1_000_000, self.max_mb * 1_000_000 // size))
 
 
-@dataclass
-class Figure:
-    """One measured figure."""
-
-    name: str
-    size: int
-    messages: int = 0
-    seconds: float = 0.0
-    body_bytes: int = 0
-    cpu_seconds: float = 0.0
-    baseline: str | None = None
-    ratio: float | None = None
-    skipped: str | None = None
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def msgs_per_s(self) -> float:
-        return self.messages / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.body_bytes / self.seconds / _MB if self.seconds > 0 else 0.0
-
-    @property
-    def cpu_ns_per_msg(self) -> float:
-        return self.cpu_seconds * 1e9 / self.messages if self.messages else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["msgs_per_s"] = self.msgs_per_s
-        d["mb_per_s"] = self.mb_per_s
-        d["cpu_ns_per_msg"] = self.cpu_ns_per_msg
-        return d
-
-
 # --------------------------------------------------------------------------------------
 # data
 # --------------------------------------------------------------------------------------
@@ -245,10 +209,6 @@ def _open(path: Path, opts: BenchOptions) -> rocketstore.MessageStore:
     )
 
 
-def _has(store: Any, method: str) -> bool:
-    return callable(getattr(store, method, None))
-
-
 @contextmanager
 def _fresh_dir(base: Path, name: str) -> Iterator[Path]:
     path = base / name
@@ -257,19 +217,6 @@ def _fresh_dir(base: Path, name: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _wait_dispatched(store: Any, limit_s: float = 120.0) -> float:
-    """Seconds until every record is in the consume queues and index (polls ``stats()``)."""
-    t0 = time.perf_counter()
-    if not _has(store, "stats"):
-        time.sleep(0.5)
-        return time.perf_counter() - t0
-    while store.stats().get("dispatch_behind_bytes", 0) > 0:
-        if time.perf_counter() - t0 > limit_s:
-            break
-        time.sleep(0.001)
-    return time.perf_counter() - t0
 
 
 def _background_ticks() -> int:

@@ -47,7 +47,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from rocketstore._bench import QUEUES, TOPICS, Figure
+from rocketstore._bench_common import QUEUES, TOPICS, Figure, wait_dispatched
 
 __all__ = ["PEERS", "disk_bytes", "fig_name", "run_peers", "supports_columns"]
 
@@ -178,7 +178,6 @@ def _lookup(
 
 def _rocketstore(path: Path, d: _Data, seconds: float) -> list[Figure]:
     import rocketstore
-    from rocketstore._bench import _wait_dispatched
 
     figs: list[Figure] = []
     store = rocketstore.MessageStore(path)
@@ -187,7 +186,7 @@ def _rocketstore(path: Path, d: _Data, seconds: float) -> list[Figure]:
         with _clock(fig):
             for part in d.slices:
                 store.put_batch(part)
-            _wait_dispatched(store)
+            wait_dispatched(store)
         fig.messages, fig.body_bytes = d.n, d.n * d.size
         fig.note = "put_batch of Arrow slices, until dispatched (defaults)"
         figs.append(fig)
