@@ -69,7 +69,10 @@ pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
         crate::failpoints::injected("fsync", dir, arg)
     ));
     let f = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", dir, e))
+    f.sync_all().map_err(|e| Error::io("fsync", dir, e))?;
+    #[cfg(feature = "powerloss")]
+    crate::powerloss::dir_synced(dir);
+    Ok(())
 }
 
 /// Refuses symlinks: store paths are built only from validated components and never follow a
