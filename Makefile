@@ -357,6 +357,11 @@ rust-failpoint-tests:
 ifneq ($(FAILPOINT_TEST),)
 	$(call say,Rust failpoint tests (feature failpoints, one test thread))
 	$(CARGO) test $(LOCKED) -p rocketstore --features failpoints --test failpoints -- --test-threads 1 $(LIBTEST_EXTRA)
+ifneq ($(CRASH_TEST),)
+	$(call say,Rust crash harness at every failpoint (feature failpoints: a SYNC writer aborts at each I/O call site; the kill -9 sections run in rust-crash-tests))
+	ROCKETSTORE_CRASH_RUNS=0 ROCKETSTORE_RECOVERY_CRASH_RUNS=0 ROCKETSTORE_CRASH_PAUSED=0 \
+		$(CARGO) test $(LOCKED) -p rocketstore --features failpoints --test crash
+endif
 endif
 
 POWERLOSS_TEST := $(wildcard crates/rocketstore/tests/powerloss.rs)

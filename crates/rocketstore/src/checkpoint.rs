@@ -41,9 +41,15 @@ pub(crate) fn write(root: &Path, cp: &Checkpoint, sync: bool) -> Result<()> {
     f.write_all(&bytes)
         .map_err(|e| Error::io("write", &tmp, e))?;
     if sync {
+        fail::fail_point!(fp::CHECKPOINT_FSYNC, |arg| Err(fp::injected(
+            "fsync", &tmp, arg
+        )));
         f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
     }
     drop(f);
+    fail::fail_point!(fp::CHECKPOINT_RENAME, |arg| Err(fp::injected(
+        "rename", &path, arg
+    )));
     std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
     if sync {
         crate::util::fsync_dir(root)?;

@@ -28,6 +28,14 @@ pub const STAGE_WRITE: &str = "mapped_file::stage::write";
 pub const CHECKPOINT_WRITE: &str = "checkpoint::write";
 /// Unlinking a file.
 pub const UNLINK: &str = "mapped_file::destroy::unlink";
+/// `msync` of an index file (its flush, or recovery's cut).
+pub const INDEX_MSYNC: &str = "index::flush::msync";
+/// `fsync` of a directory (a created or removed file, the checkpoint's rename, the abort file).
+pub const DIR_FSYNC: &str = "util::fsync_dir";
+/// `fsync` of the new checkpoint (`checkpoint.tmp`) before its rename.
+pub const CHECKPOINT_FSYNC: &str = "checkpoint::fsync";
+/// `rename` of `checkpoint.tmp` over the checkpoint.
+pub const CHECKPOINT_RENAME: &str = "checkpoint::rename";
 
 /// Every failpoint name, for sweeps.
 pub const ALL: &[&str] = &[
@@ -40,6 +48,10 @@ pub const ALL: &[&str] = &[
     STAGE_WRITE,
     CHECKPOINT_WRITE,
     UNLINK,
+    INDEX_MSYNC,
+    DIR_FSYNC,
+    CHECKPOINT_FSYNC,
+    CHECKPOINT_RENAME,
 ];
 
 /// The error an injected failure at `op` on `path` produces; `arg` is the failpoint's value.

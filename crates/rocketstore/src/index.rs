@@ -35,6 +35,8 @@ use rocketstore_format::{
 
 use crate::consume_queue::{Created, CreationSyncs};
 use crate::error::{CorruptionKind, Error, Result};
+#[cfg_attr(not(feature = "failpoints"), allow(unused_imports))]
+use crate::failpoints as fp;
 use crate::mmap::AppendWriter;
 use crate::segment::{CreateOptions, MappedFile};
 use crate::util::{check_not_symlink, fsync_dir, lock};
@@ -789,6 +791,11 @@ impl IndexFile {
         let end = usize::try_from(entry_position(self.slots, count.min(self.entries)))
             .unwrap_or(usize::MAX)
             .min(self.file.size());
+        fail::fail_point!(fp::INDEX_MSYNC, |arg| Err(fp::injected(
+            "msync",
+            self.file.path(),
+            arg
+        )));
         self.file
             .region()
             .mapping()
@@ -847,6 +854,11 @@ impl IndexFile {
             return Ok(());
         }
         let len = self.file.size();
+        fail::fail_point!(fp::INDEX_MSYNC, |arg| Err(fp::injected(
+            "msync",
+            self.file.path(),
+            arg
+        )));
         self.file
             .region()
             .mapping()

@@ -41,8 +41,31 @@ fn with<R>(f: impl FnOnce(&mut HashMap<PathBuf, Vec<u8>>) -> R) -> R {
     f(g.get_or_insert_with(HashMap::new))
 }
 
+/// A test's hook, called after each durability event (a sync, a creation or a replacement
+/// made durable) with the path, outside the registry's locks: it may take images mid-way
+/// through an operation such as recovery.
+type Hook = Box<dyn Fn(&Path) + Send + Sync>;
+static HOOK: Mutex<Option<std::sync::Arc<Hook>>> = Mutex::new(None);
+
+/// Sets (or clears) the hook called after each durability event (see [`Hook`]).
+pub fn set_hook(hook: Option<Box<dyn Fn(&Path) + Send + Sync>>) {
+    *lock(&HOOK) = hook.map(std::sync::Arc::new);
+}
+
+fn call_hook(path: &Path) {
+    let hook = lock(&HOOK).clone();
+    if let Some(h) = hook {
+        h(path);
+    }
+}
+
 /// `[offset, offset + len)` of `path` was made durable: its current bytes become durable.
 pub(crate) fn synced(path: &Path, offset: usize, len: usize) {
+    synced_quietly(path, offset, len);
+    call_hook(path);
+}
+
+fn synced_quietly(path: &Path, offset: usize, len: usize) {
     if with_unsynced(|s| s.contains(path)) {
         return;
     }
@@ -86,12 +109,41 @@ pub(crate) fn created_now(path: &Path, size: usize) {
 /// `path` was replaced as a whole by `bytes` (fsync, rename, directory fsync).
 pub(crate) fn replaced(path: &Path, bytes: &[u8]) {
     with(|m| m.insert(path.to_path_buf(), bytes.to_vec()));
+    call_hook(path);
 }
 
-/// `path` was deleted.
+/// Files deleted whose directory was not fsynced since: after a power cut their names (and
+/// durable bytes) may come back.
+static GHOSTS: Mutex<Option<HashMap<PathBuf, Vec<u8>>>> = Mutex::new(None);
+
+fn with_ghosts<R>(f: impl FnOnce(&mut HashMap<PathBuf, Vec<u8>>) -> R) -> R {
+    let mut g = lock(&GHOSTS);
+    f(g.get_or_insert_with(HashMap::new))
+}
+
+/// `path` was deleted: until its directory is fsynced ([`dir_synced`]) the deletion is not
+/// durable, and the file may come back with its durable bytes.
 pub(crate) fn removed(path: &Path) {
     with_unsynced(|s| s.remove(path));
-    with(|m| m.remove(path));
+    if let Some(bytes) = with(|m| m.remove(path)) {
+        with_ghosts(|g| g.insert(path.to_path_buf(), bytes));
+    }
+}
+
+/// `dir` was fsynced: the deletions of its entries are durable.
+pub(crate) fn dir_synced(dir: &Path) {
+    with_ghosts(|g| g.retain(|p, _| p.parent() != Some(dir)));
+}
+
+/// Files under `root` deleted without a directory fsync since (path -> durable bytes): a power
+/// cut may bring them back.
+pub fn ghosts(root: &Path) -> HashMap<PathBuf, Vec<u8>> {
+    with_ghosts(|g| {
+        g.iter()
+            .filter(|(p, _)| p.starts_with(root))
+            .map(|(p, b)| (p.clone(), b.clone()))
+            .collect()
+    })
 }
 
 /// The durable image of every file under `root` known to the simulated disk (path -> bytes;
@@ -107,6 +159,7 @@ pub fn durable_image(root: &Path) -> HashMap<PathBuf, Vec<u8>> {
 
 /// Forgets every file under `root`.
 pub fn forget(root: &Path) {
+    with_ghosts(|g| g.retain(|p, _| !p.starts_with(root)));
     with_unsynced(|s| s.retain(|p| !p.starts_with(root)));
     with(|m| m.retain(|p, _| !p.starts_with(root)));
 }

@@ -65,8 +65,14 @@ pub(crate) fn boot_id() -> [u8; 16] {
 
 /// `fsync` a directory so entries created, renamed or removed in it are durable.
 pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
+    fail::fail_point!(crate::failpoints::DIR_FSYNC, |arg| Err(
+        crate::failpoints::injected("fsync", dir, arg)
+    ));
     let f = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", dir, e))
+    f.sync_all().map_err(|e| Error::io("fsync", dir, e))?;
+    #[cfg(feature = "powerloss")]
+    crate::powerloss::dir_synced(dir);
+    Ok(())
 }
 
 /// Refuses symlinks: store paths are built only from validated components and never follow a
