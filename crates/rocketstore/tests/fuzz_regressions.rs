@@ -44,7 +44,10 @@ fn check(data: &[u8], what: &str) {
     if catch_unwind(AssertUnwindSafe(|| store_open::check(data))).is_err() {
         let out = std::env::temp_dir().join(format!("store_open-crash-{}", std::process::id()));
         std::fs::write(&out, data).unwrap();
-        panic!("{what}: Store::open panicked (input saved to {})", out.display());
+        panic!(
+            "{what}: Store::open panicked (input saved to {})",
+            out.display()
+        );
     }
 }
 
@@ -98,7 +101,10 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         let abort = if crashed { 0x20 } else { 0 };
         let name = format!("{}-{msgs}", if crashed { "crashed" } else { "clean" });
         out.push((name.clone(), store_open::encode(0x80 | abort, &files)));
-        for (i, what) in ["cl0", "cl1", "cq", "index", "checkpoint"].iter().enumerate() {
+        for (i, what) in ["cl0", "cl1", "cq", "index", "checkpoint"]
+            .iter()
+            .enumerate()
+        {
             if files[i].is_some() {
                 let mut f = files.clone();
                 f[i] = None;
@@ -224,7 +230,11 @@ fn write_corpus() {
     ] {
         params.extend_from_slice(&v.to_be_bytes());
     }
-    write("index_header_entries", "real-index", &[params, index].concat());
+    write(
+        "index_header_entries",
+        "real-index",
+        &[params, index].concat(),
+    );
     write("checkpoint_parse", "real-checkpoint", &cp);
     let mut torn = cp.clone();
     torn[100..].fill(0);
