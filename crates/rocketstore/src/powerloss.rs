@@ -44,11 +44,12 @@ fn with<R>(f: impl FnOnce(&mut HashMap<PathBuf, Vec<u8>>) -> R) -> R {
 /// A test's hook, called after each durability event (a sync, a creation or a replacement
 /// made durable) with the path, outside the registry's locks: it may take images mid-way
 /// through an operation such as recovery.
-type Hook = Box<dyn Fn(&Path) + Send + Sync>;
+pub type Hook = Box<dyn Fn(&Path) + Send + Sync>;
 static HOOK: Mutex<Option<std::sync::Arc<Hook>>> = Mutex::new(None);
 
-/// Sets (or clears) the hook called after each durability event (see [`Hook`]).
-pub fn set_hook(hook: Option<Box<dyn Fn(&Path) + Send + Sync>>) {
+/// Sets (or clears) a hook called after each durability event (a sync, a creation or a
+/// replacement made durable) with the file's path, outside the registry's locks.
+pub fn set_hook(hook: Option<Hook>) {
     *lock(&HOOK) = hook.map(std::sync::Arc::new);
 }
 

@@ -35,8 +35,9 @@ pub(crate) fn now_ms() -> i64 {
         .saturating_add(WALL_CLOCK_OFFSET_MS.load(Ordering::Relaxed))
 }
 
-/// Test seam: steps the engine's wall clock ([`now_ms`]) by `offset_ms` for the whole process
-/// (negative: the clock went back), as an NTP step or a VM restore does. Not for production use.
+/// Test seam: steps the engine's wall clock (store timestamps, index file names, the schedule
+/// service) by `offset_ms` for the whole process (negative: the clock went back), as an NTP
+/// step or a VM restore does. Not for production use.
 #[doc(hidden)]
 pub fn set_wall_clock_offset_ms(offset_ms: i64) {
     WALL_CLOCK_OFFSET_MS.store(offset_ms, Ordering::Relaxed);
