@@ -96,6 +96,8 @@ SDIST_REQUIRED = (
     "python/rocketstore/py.typed",
     "python/rocketstore/spark/__init__.py",
     "python/pyspark_rocketstore/__init__.py",
+    "python/_rocketstore_spark_jvm/__init__.py",
+    "python/rocketstore.data/purelib/rocketstore_spark_jvm.pth",
 )
 
 #: The JVM connector's jar in the wheel, and what puts it on Spark's classpath.
