@@ -160,13 +160,15 @@ WHEEL_COMPAT := manylinux_2_28
 WHEEL_STAMP  := $(DIST)/.wheel.stamp
 PY_INPUTS    := $(shell find python -type f \( -name '*.py' -o -name '*.pyi' -o -name py.typed \) 2>/dev/null)
 
-# The wheel's jar carries a JNI library linked like the extension: zig (through maturin's own
-# `maturin zig cc` wrapper, as `maturin build --zig` does) against glibc 2.28's symbols, for the
-# C code of its dependencies (zstd) as well. It is built in a target directory of its own, so
-# that it and the host builds never rebuild each other's dependencies.
+# The wheel's jar carries a JNI library linked like the extension: by zig (through maturin's own
+# `maturin zig cc`/`zig ar`, as `maturin build --zig` does), against glibc 2.28's symbols, the C
+# code of its dependencies (zstd) compiled by zig too. It is built in a target directory of its
+# own ($(CARGO_TARGET)/jni-zig), so that it and the other builds never rebuild each other's
+# dependencies; the first build there compiles the engine and arrow once more.
 ZIG_TRIPLE   := $(ARCH)-linux-gnu.2.28
 RUST_TRIPLE  := $(ARCH)-unknown-linux-gnu
 RUST_TRIPLE_ENV := $(subst -,_,$(RUST_TRIPLE))
+RUST_TRIPLE_UPPER := $(shell echo $(RUST_TRIPLE_ENV) | tr a-z A-Z)
 ZIG_TARGET   := $(CARGO_TARGET)/jni-zig
 ZIG_WRAPPERS := $(abspath $(VENV))/zig-jni
 WHEEL_JNI    := $(ZIG_TARGET)/$(RUST_TRIPLE)/release/librocketstore_jni.so
@@ -174,11 +176,11 @@ WHEEL_JNI    := $(ZIG_TARGET)/$(RUST_TRIPLE)/release/librocketstore_jni.so
 $(WHEEL_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) $(PY_INPUTS) $(JVM_SOURCES) pyproject.toml README.md tests/check_wheel.py
 	$(call say,Building the JVM connector's native library for the wheel: $(RUST_TRIPLE) linked by zig against glibc 2.28 ($(ZIG_TARGET)))
 	@mkdir -p $(ZIG_WRAPPERS)
-	@printf '#!/bin/sh\nexec "%s" zig cc -- -target $(ZIG_TRIPLE) "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/cc
+	@printf '#!/bin/sh\nexec "%s" zig cc -- -g -fno-sanitize=all -target $(ZIG_TRIPLE) "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/cc
 	@printf '#!/bin/sh\nexec "%s" zig ar -- "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/ar
 	@chmod +x $(ZIG_WRAPPERS)/cc $(ZIG_WRAPPERS)/ar
 	PATH="$(abspath $(VENV_BIN)):$$PATH" CC_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/cc AR_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/ar \
-		CARGO_TARGET_$(shell echo $(RUST_TRIPLE_ENV) | tr a-z A-Z)_LINKER=$(ZIG_WRAPPERS)/cc \
+		CARGO_TARGET_$(RUST_TRIPLE_UPPER)_LINKER=$(ZIG_WRAPPERS)/cc \
 		$(CARGO) rustc $(LOCKED) --release --target $(RUST_TRIPLE) --target-dir $(ZIG_TARGET) \
 		-p rocketstore-jni --lib --crate-type cdylib -- -C strip=debuginfo
 	$(call pack-jar,$(WHEEL_JNI))

@@ -96,12 +96,14 @@ SDIST_REQUIRED = (
     "python/rocketstore/py.typed",
     "python/rocketstore/spark/__init__.py",
     "python/pyspark_rocketstore/__init__.py",
+    "python/_rocketstore_spark_jvm/__init__.py",
+    "python/rocketstore.data/purelib/rocketstore_spark_jvm.pth",
 )
 
 #: The JVM connector's jar in the wheel, and what puts it on Spark's classpath.
 JAR = "rocketstore/spark/jvm/rocketstore-spark.jar"
 PTH = "rocketstore_spark_jvm.pth"
-CLASSPATH_MODULE = "_rocketstore_spark_jvm.py"
+CLASSPATH_MODULE = "_rocketstore_spark_jvm/__init__.py"
 REGISTER_SERVICE = "org.apache.spark.sql.sources.DataSourceRegister"
 
 _GLIBC = re.compile(r"^GLIBC_(\d+)\.(\d+)(?:\.\d+)?$")

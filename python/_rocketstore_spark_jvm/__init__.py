@@ -1,7 +1,7 @@
 """Puts rocketstore's JVM Spark connector on the classpath of Spark JVMs this process starts.
 
 Run at interpreter start by ``rocketstore_spark_jvm.pth`` (installed by the wheel next to this
-module), so that ``format("rocketstore")`` takes the JVM connector in a plain
+package), so that ``format("rocketstore")`` takes the JVM connector in a plain
 ``SparkSession.builder.getOrCreate()`` even when ``rocketstore.spark`` is never imported: it
 appends ``rocketstore/spark/jvm/rocketstore-spark.jar`` to ``SPARK_DIST_CLASSPATH``, which
 Spark's launcher adds to the driver's classpath. The jar registers no service that Spark would
@@ -18,7 +18,7 @@ def _add() -> None:
     if os.environ.get("ROCKETSTORE_SPARK_JVM", "").strip().lower() in ("0", "false", "no", "off"):
         return
     jar = os.path.join(
-        os.path.dirname(os.path.abspath(__file__)),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         "rocketstore",
         "spark",
         "jvm",
