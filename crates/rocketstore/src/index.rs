@@ -22,7 +22,7 @@
 //!   pointers) ends the walk after at most `indexCount` steps.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rocketstore_format::index::{
@@ -43,6 +43,9 @@ use crate::util::{check_not_symlink, fsync_dir, lock};
 
 /// Name of the index directory under the store root.
 pub(crate) const INDEX_DIR: &str = "index";
+
+/// The unit in which the header and hash slot table are made real.
+const PAGE: usize = 4096;
 
 // Byte offsets of the header fields (spec §6.1; checked against `IndexHeader::encode` in tests).
 const H_BEGIN_TIMESTAMP: usize = 0;
@@ -431,15 +434,29 @@ struct IndexFile {
     name: String,
     slots: u32,
     entries: u32,
+    /// One bit per 4 KiB page of the header and hash slots: made real in this process (a
+    /// slot is written through the mapping only once its page has blocks; a closed store
+    /// keeps blocks only for the slot pages it used, the rest stay holes).
+    real_pages: Box<[AtomicU64]>,
+    /// The whole header and slot table was made real (recovery's `cut_to` rewrites every
+    /// slot): `trim` then gives back the blocks of the slot pages that hold only zeros.
+    whole_prefix_real: AtomicBool,
 }
 
 impl IndexFile {
     fn new(file: MappedFile, name: String, slots: u32, entries: u32) -> Result<Self> {
+        let prefix_pages = usize::try_from(entry_position(slots, 0))
+            .unwrap_or(0)
+            .div_ceil(PAGE);
         let mut f = Self {
             file,
             name,
             slots,
             entries,
+            real_pages: (0..prefix_pages.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            whole_prefix_real: AtomicBool::new(false),
         };
         // Header and slots are the mapping's atomic prefix; entries are published up to the
         // header's `indexCount` (set once the header can be read).
@@ -483,9 +500,37 @@ impl IndexFile {
     /// store gave back the blocks of the slots it never used, [`IndexFile::trim`]).
     fn make_prefix_real(&self) -> Result<()> {
         if self.file.is_writable() && !self.is_full() {
-            self.file
-                .make_range_real(0, entry_position(self.slots, 0))?;
+            self.ensure_page_real(0)?;
         }
+        Ok(())
+    }
+
+    /// Makes the page of the header or slot table holding byte `pos` real before a word of it
+    /// is written through the mapping (one atomic load once it is). Only the index writer
+    /// calls it.
+    fn ensure_page_real(&self, pos: usize) -> Result<()> {
+        let page = pos / PAGE;
+        let Some(word) = self.real_pages.get(page / 64) else {
+            return Ok(());
+        };
+        let bit = 1u64 << (page % 64);
+        if word.load(Ordering::Acquire) & bit != 0 {
+            return Ok(());
+        }
+        self.file
+            .make_range_real((page * PAGE) as u64, ((page + 1) * PAGE) as u64)?;
+        word.fetch_or(bit, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Makes the whole header and slot table real (before a rewrite of every slot).
+    fn make_whole_prefix_real(&self) -> Result<()> {
+        self.file
+            .make_range_real(0, entry_position(self.slots, 0))?;
+        for w in self.real_pages.iter() {
+            w.store(u64::MAX, Ordering::Release);
+        }
+        self.whole_prefix_real.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -505,7 +550,12 @@ impl IndexFile {
         ) else {
             return Ok(0);
         };
-        Ok(self.file.trim_zero_blocks(0, slots_end)? + self.file.trim(used)?)
+        let slots = if self.whole_prefix_real.load(Ordering::Acquire) {
+            self.file.trim_zero_blocks(0, slots_end)?
+        } else {
+            0
+        };
+        Ok(slots + self.file.trim(used)?)
     }
 
     /// Sets the entry watermark to the end of entry `count - 1` (exclusive: it may lower it).
@@ -670,6 +720,11 @@ impl IndexFile {
             .map_err(|_| Error::corruption(self.file.path(), 0, CorruptionKind::BadLength))?;
         self.file
             .ensure_allocated(pos as u64, pos as u64 + INDEX_ENTRY_SIZE as u64)?;
+        // The header and the slot's page are written below: real first.
+        self.ensure_page_real(0)?;
+        if let Ok(p) = usize::try_from(slot_position(slot)) {
+            self.ensure_page_real(p)?;
+        }
         // Entry n is above the watermark: no reader can slice it yet.
         writer
             .write(pos, &entry.encode())
@@ -820,6 +875,7 @@ impl IndexFile {
                 CorruptionKind::Invalid(format!("no durable index entry {}", count - 1)),
             ));
         };
+        self.make_whole_prefix_real()?;
         for slot in 0..self.slots {
             if let Ok(p) = usize::try_from(slot_position(slot)) {
                 self.store_i32(p, 0);
@@ -1149,10 +1205,11 @@ impl IndexService {
             defer_sync: false,
             populate: false,
             warm: None,
-            // Header and slots are written anywhere: allocate them now; entries are appended,
-            // so their blocks are allocated ahead of the writer (RocketMQ leaves the whole file
-            // sparse, which risks SIGBUS on a full disk).
-            prealloc: Some(entry_position(self.slots, 0) + (1 << 20)),
+            // The header page now; each slot page before its first write
+            // (`IndexFile::ensure_page_real`), so the slots never used stay holes; entries are
+            // appended, so their blocks are allocated 1 MiB ahead of the writer (RocketMQ leaves
+            // the whole file sparse, which risks SIGBUS on a full disk).
+            prealloc: Some(PAGE as u64),
         };
         for _ in 0..1000 {
             let path = self.dir.join(&name);

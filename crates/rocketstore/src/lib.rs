@@ -28,6 +28,7 @@ mod dispatch;
 mod error;
 pub mod failpoints;
 mod feed;
+mod geometry;
 mod index;
 mod json;
 mod lock;

@@ -73,8 +73,12 @@ pub struct RebuildReport {
 /// queue or symbolic links; I/O errors.
 pub fn rebuild_indexes(root: impl AsRef<Path>, config: StoreConfig) -> Result<RebuildReport> {
     let root = root.as_ref();
+    let mut config = config;
     config.validate()?;
     check_not_symlink(root)?;
+    // The geometry the store's files have, unless given (then it must match them): the
+    // rebuilt files have the sizes the store's next open expects.
+    crate::geometry::resolve(root, &mut config)?;
     let meta = std::fs::metadata(root).map_err(|e| Error::io("stat", root, e))?;
     if !meta.is_dir() {
         return Err(Error::UnsupportedFormat {

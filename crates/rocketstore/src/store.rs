@@ -203,12 +203,17 @@ impl Store {
 
     fn open_impl(
         root: &Path,
-        config: StoreConfig,
+        mut config: StoreConfig,
         read_only: bool,
         cut: Option<u64>,
     ) -> Result<Store> {
         config.validate()?;
         crate::util::check_not_symlink(root)?;
+        if !read_only {
+            // Refusals first, before anything is created: a refused open changes nothing.
+            crate::geometry::check_is_store(root)?;
+            crate::geometry::resolve(root, &mut config)?;
+        }
         if read_only {
             let meta = std::fs::metadata(root).map_err(|e| Error::io("stat", root, e))?;
             if !meta.is_dir() {
@@ -233,11 +238,6 @@ impl Store {
             Some(crate::lock::take_lock(root)?)
         };
         let abnormal = root.join(checkpoint::ABORT_FILE).exists();
-        if !read_only {
-            // Before recovery changes anything: a crash during recovery is then recovered as
-            // abnormal again (recovery is resumable).
-            checkpoint::create_abort(root, config.fsync_directory)?;
-        }
         let commitlog_dir = root.join("commitlog");
         if !read_only {
             std::fs::create_dir_all(&commitlog_dir)
@@ -284,6 +284,12 @@ impl Store {
         };
         let cqs = Arc::new(ConsumeQueueStore::load(root, cq_file_size, !read_only)?);
         let cp = checkpoint::read(root)?;
+        if !read_only {
+            // Once the files loaded (a store refused for their format is left as it was, with
+            // no abort marker) and before recovery changes anything: a crash during recovery
+            // is then recovered as abnormal again (recovery is resumable).
+            checkpoint::create_abort(root, config.fsync_directory)?;
+        }
         let valid_cp = match &cp {
             Some(Ok(c)) => Some(*c),
             _ => None,

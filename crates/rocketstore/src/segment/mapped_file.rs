@@ -836,7 +836,7 @@ impl MappedFile {
                     .map_err(|e| Error::io("pread", &self.path, e))?;
                 for (i, chunk) in buf[..len].chunks(block).enumerate() {
                     let pos = at + i * block;
-                    if chunk.iter().all(|&b| b == 0) {
+                    if is_zero(chunk) {
                         run.get_or_insert(pos);
                     } else {
                         flush_run(&mut run, pos)?;
@@ -1041,6 +1041,12 @@ impl FileWriter {
                 )),
             ));
         }
+        if Arc::ptr_eq(self.target.region(), &file.map) {
+            // Space real before a page is written through the mapping, and before a byte is
+            // staged (a staged `pwrite` that fails on a full disk fences the store; this fails
+            // the put alone, with nothing written). One atomic load when it is.
+            file.ensure_allocated(pos as u64, (pos + len) as u64)?;
+        }
         if self.stage.is_some() && self.direct {
             // Whatever is staged goes first, so the file is written in order.
             self.write_out()?;
@@ -1055,11 +1061,6 @@ impl FileWriter {
                 }
                 return Ok(f(stage.take(len)));
             }
-        }
-        if Arc::ptr_eq(self.target.region(), &self.file.map) {
-            // Space real before a page is written through the mapping (one atomic load when
-            // it is).
-            self.file.ensure_allocated(pos as u64, (pos + len) as u64)?;
         }
         self.target
             .write_with(pos, len, f)
@@ -1194,6 +1195,13 @@ impl std::ops::Deref for RecoveryView<'_> {
     fn deref(&self) -> &[u8] {
         self.writer.view_from(self.pos).unwrap_or(&[])
     }
+}
+
+/// Whether every byte of `b` is zero (compared with a zero block: `memcmp`, fast whatever the
+/// build profile).
+fn is_zero(b: &[u8]) -> bool {
+    static ZEROS: [u8; 4096] = [0; 4096];
+    b.chunks(ZEROS.len()).all(|c| c == &ZEROS[..c.len()])
 }
 
 /// Bytes made real per `pwrite` step where `fallocate` is unsupported.

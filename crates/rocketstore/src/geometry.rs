@@ -1,0 +1,278 @@
+//! The store describes itself: the file geometry (commit log file size, consume queue file size,
+//! index hash slots and entries) is read from the store's own files, so that a user never
+//! repeats the keyword arguments that created a store, and an explicit value that contradicts
+//! the files is refused before anything is touched ([`resolve`]). Also: what counts as a store
+//! directory ([`check_is_store`]).
+//!
+//! A geometry field left at its default is "not given": the files' value is taken. A value
+//! other than the default must match the files, or the open is refused with
+//! [`Error::Config`] naming the keyword and the value found.
+
+use std::path::Path;
+
+use rocketstore_format::index::index_file_size;
+use rocketstore_format::{parse_file_name, INDEX_HEADER_SIZE};
+
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+
+/// Names a store root may hold besides hidden files (RocketMQ's store and rocketstore's own).
+/// A non-empty directory with none of [`STORE_MARKERS`] is not a store.
+const STORE_MARKERS: &[&str] = &["commitlog", "consumequeue", "checkpoint", "abort", "lock"];
+
+/// Entries that do not make a directory non-empty: a file system's `lost+found` (a store at a
+/// mount point) and hidden files (`.DS_Store`, editors' files).
+fn ignorable(name: &str) -> bool {
+    name == "lost+found" || name.starts_with('.')
+}
+
+/// Refuses a writable open of a non-empty directory that is not a store (a home directory, a
+/// project's source tree: the open would create `commitlog/`, `lock`, `abort`... in it). A
+/// missing or empty directory, or one with any of `commitlog/`, `consumequeue/`, `checkpoint`,
+/// `abort` or `lock`, is fine.
+///
+/// # Errors
+/// [`Error::UnsupportedFormat`] naming the directory and what it holds.
+pub(crate) fn check_is_store(root: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("read_dir", root, e)),
+    };
+    let mut others = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| Error::io("read_dir", root, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if STORE_MARKERS.contains(&name.as_str()) {
+            return Ok(());
+        }
+        if !ignorable(&name) {
+            others.push(name);
+        }
+    }
+    if others.is_empty() {
+        return Ok(());
+    }
+    others.sort();
+    others.truncate(5);
+    Err(Error::UnsupportedFormat {
+        path: root.to_path_buf(),
+        reason: format!(
+            "not a store: a non-empty directory without commitlog/, consumequeue/, checkpoint, \
+             abort or lock (it holds {}); a store is created only in a new or empty directory",
+            others.join(", ")
+        ),
+    })
+}
+
+/// The length of the first non-empty regular file of `dir` whose name passes `name_ok`.
+fn first_len(dir: &Path, name_ok: impl Fn(&str) -> bool) -> Option<u64> {
+    let mut found: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let m = std::fs::symlink_metadata(e.path()).ok()?;
+            (m.is_file() && m.len() > 0 && name_ok(&name)).then_some((name, m.len()))
+        })
+        .collect();
+    found.sort();
+    found.first().map(|f| f.1)
+}
+
+fn contradicts(key: &str, given: u64, found: u64, what: &str) -> Error {
+    Error::Config {
+        key: key.into(),
+        reason: format!(
+            "{key}={given} contradicts the store's files: {what} {found}; leave {key} out to \
+             use the store's own value"
+        ),
+    }
+}
+
+/// Takes the commit log, consume queue and index geometry from the files under `root` where
+/// `config` leaves them at their defaults, and checks the values it sets explicitly against
+/// them. Reads only; a store without such files keeps `config` as it is.
+///
+/// # Errors
+/// [`Error::Config`] naming the keyword, its value and the value the files hold.
+pub(crate) fn resolve(root: &Path, config: &mut StoreConfig) -> Result<()> {
+    let defaults = StoreConfig::default();
+
+    // Commit log: every file has the size of the first (the queue's load rule checks the rest).
+    if let Some(len) = first_len(&root.join("commitlog"), |n| parse_file_name(n).is_some()) {
+        if config.mapped_file_size_commit_log == defaults.mapped_file_size_commit_log {
+            config.mapped_file_size_commit_log = len;
+        } else if config.mapped_file_size_commit_log != len {
+            return Err(contradicts(
+                "mapped_file_size_commit_log",
+                config.mapped_file_size_commit_log,
+                len,
+                "its commit log files are",
+            ));
+        }
+    }
+
+    // Consume queues: the size of a file (a multiple of the 20-byte unit).
+    if let Some(len) = crate::recovery::infer_cq_file_size(root) {
+        if config.mapped_file_size_consume_queue == defaults.mapped_file_size_consume_queue {
+            config.mapped_file_size_consume_queue = len;
+        } else if config.consume_queue_file_size() != len {
+            return Err(contradicts(
+                "mapped_file_size_consume_queue",
+                config.mapped_file_size_consume_queue,
+                len,
+                "its consume queue files are",
+            ));
+        }
+    }
+
+    // Index: 40 + 4 x slots + 20 x entries bytes. With one of the two given, the other follows;
+    // with neither, RocketMQ's 1:4 ratio (its defaults) is assumed.
+    let index_len = first_len(&root.join(crate::index::INDEX_DIR), |n| {
+        !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+    });
+    if let Some(len) = index_len {
+        resolve_index(config, &defaults, len)?;
+    }
+    Ok(())
+}
+
+fn resolve_index(config: &mut StoreConfig, defaults: &StoreConfig, len: u64) -> Result<()> {
+    let (slots, entries) = (config.max_hash_slot_num, config.max_index_num);
+    let fits = |s: u64, e: u64| {
+        u32::try_from(s)
+            .ok()
+            .zip(u32::try_from(e).ok())
+            .is_some_and(|(s, e)| index_file_size(s, e) == len)
+    };
+    if fits(slots, entries) {
+        return Ok(());
+    }
+    let body = len.saturating_sub(INDEX_HEADER_SIZE as u64);
+    let slots_given = slots != defaults.max_hash_slot_num;
+    let entries_given = entries != defaults.max_index_num;
+    let found = |what: &str| {
+        format!("its index files are {len} bytes (40 + 4 x max_hash_slot_num + 20 x max_index_num){what}")
+    };
+    match (slots_given, entries_given) {
+        (false, false) => {
+            if body % 84 == 0 && body > 0 {
+                config.max_hash_slot_num = body / 84;
+                config.max_index_num = body / 84 * 4;
+                if fits(config.max_hash_slot_num, config.max_index_num) {
+                    return Ok(());
+                }
+            }
+            Err(Error::Config {
+                key: "max_hash_slot_num".into(),
+                reason: found(
+                    ", not at RocketMQ's 1:4 ratio: pass max_hash_slot_num (or max_index_num)",
+                ),
+            })
+        }
+        (true, false) => {
+            let rest = body
+                .checked_sub(4 * slots)
+                .filter(|r| r % 20 == 0 && *r >= 40);
+            match rest {
+                Some(r) if fits(slots, r / 20) => {
+                    config.max_index_num = r / 20;
+                    Ok(())
+                }
+                _ => Err(contradicts(
+                    "max_hash_slot_num",
+                    slots,
+                    len,
+                    &found(": they are"),
+                )),
+            }
+        }
+        (false, true) => {
+            let rest = body
+                .checked_sub(20 * entries)
+                .filter(|r| r % 4 == 0 && *r > 0);
+            match rest {
+                Some(r) if fits(r / 4, entries) => {
+                    config.max_hash_slot_num = r / 4;
+                    Ok(())
+                }
+                _ => Err(contradicts(
+                    "max_index_num",
+                    entries,
+                    len,
+                    &found(": they are"),
+                )),
+            }
+        }
+        (true, true) => Err(contradicts(
+            "max_hash_slot_num/max_index_num",
+            slots,
+            len,
+            &format!("(with max_index_num={entries}) {}", found(": they are")),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::ConfigValue;
+
+    fn touch(path: &Path, len: u64) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::File::create(path).unwrap().set_len(len).unwrap();
+    }
+
+    #[test]
+    fn geometry_comes_from_the_files_and_a_contradiction_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        touch(&root.join("commitlog/00000000000000000000"), 65536);
+        touch(&root.join("consumequeue/T/0/00000000000000000000"), 2000);
+        let idx = index_file_size(100, 400);
+        touch(&root.join("index/20240101000000000"), idx);
+        let mut c = StoreConfig::default();
+        resolve(root, &mut c).unwrap();
+        assert_eq!(c.mapped_file_size_commit_log, 65536);
+        assert_eq!(c.consume_queue_file_size(), 2000);
+        assert_eq!((c.max_hash_slot_num, c.max_index_num), (100, 400));
+
+        let mut c = StoreConfig::default();
+        c.set("mapped_file_size_commit_log", ConfigValue::Int(1 << 20))
+            .unwrap();
+        let e = resolve(root, &mut c).unwrap_err().to_string();
+        assert!(
+            e.contains("mapped_file_size_commit_log") && e.contains("65536"),
+            "{e}"
+        );
+
+        let mut c = StoreConfig::default();
+        c.set("max_hash_slot_num", ConfigValue::Int(100)).unwrap();
+        resolve(root, &mut c).unwrap();
+        assert_eq!(c.max_index_num, 400);
+        let mut c = StoreConfig::default();
+        c.set("max_index_num", ConfigValue::Int(401)).unwrap();
+        let e = resolve(root, &mut c).unwrap_err().to_string();
+        assert!(
+            e.contains("max_index_num") && e.contains(&idx.to_string()),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_directory_is_a_store_when_it_is_empty_or_has_a_store_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(check_is_store(&dir.path().join("missing")).is_ok());
+        assert!(check_is_store(dir.path()).is_ok());
+        std::fs::create_dir(dir.path().join("lost+found")).unwrap();
+        touch(&dir.path().join(".hidden"), 1);
+        assert!(check_is_store(dir.path()).is_ok());
+        touch(&dir.path().join("notes.txt"), 1);
+        let e = check_is_store(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("notes.txt"), "{e}");
+        touch(&dir.path().join("lock"), 0);
+        assert!(check_is_store(dir.path()).is_ok());
+    }
+}
