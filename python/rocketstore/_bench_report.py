@@ -194,7 +194,8 @@ def _lookup(d: _Doc) -> str:
     text = _table(PAIR_HEAD, rows)
     wake = [d.get("pull_wake", s) for s in d.sizes]
     lat = [
-        f"{_size(s)}: p50 {w['extra']['p50_us']:.0f} us, p99 {w['extra']['p99_us']:.0f} us"
+        f"{_size(s)}: p50 {_duration(w['extra']['p50_us'] * 1e3)}, "
+        f"p99 {_duration(w['extra']['p99_us'] * 1e3)}"
         for s, w in zip(d.sizes, wake, strict=True)
         if w
     ]
@@ -414,6 +415,16 @@ def _spark(d: _Doc) -> str:
     )
 
 
+def _duration(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:,.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:,.1f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:,.1f} us"
+    return f"{ns:,.0f} ns"
+
+
 def criterion_results(root: Path) -> list[dict[str, Any]]:
     """Each criterion benchmark under ``root`` (``target/criterion``): its id, the mean time
     per iteration and the elements per iteration (from ``new/estimates.json`` and
@@ -456,11 +467,11 @@ def _criterion(d: _Doc) -> str:
             unit = f"{per / r['elements']:,.0f} ns/msg"
         elif r.get("bytes"):
             rate = f"{r['bytes'] / (per / 1e9) / 1e9:.2f} GB/s"
-            unit = f"{per / 1e6:,.2f} ms"
+            unit = _duration(per) + " per iteration"
         else:
-            rate, unit = "-", f"{per / 1e3:,.1f} us"
+            rate, unit = "-", _duration(per) + " per iteration"
         rows.append([f"`{r['id']}`", rate, unit])
-    text = _table(["benchmark", "throughput", "time (per message, or per iteration)"], rows)
+    text = _table(["benchmark", "throughput", "time"], rows)
     cpu = [s for s in summary if "cpu_ns_per_msg" in s]
     if cpu:
         text += "\n\nWhole-process CPU per message (the benches' own passes, same run):\n\n"
