@@ -113,8 +113,9 @@ pub(crate) fn resolve(root: &Path, config: &mut StoreConfig) -> Result<()> {
         }
     }
 
-    // Consume queues: the size of a file (a multiple of the 20-byte unit).
-    if let Some(len) = crate::recovery::infer_cq_file_size(root) {
+    // Consume queues: the size most of their files have (a multiple of the 20-byte unit; a
+    // damaged file of another size is recovery's business, not a geometry).
+    if let Some(len) = cq_file_len(root, config.consume_queue_file_size()) {
         if config.mapped_file_size_consume_queue == defaults.mapped_file_size_consume_queue {
             config.mapped_file_size_consume_queue = len;
         } else if config.consume_queue_file_size() != len {
@@ -129,14 +130,74 @@ pub(crate) fn resolve(root: &Path, config: &mut StoreConfig) -> Result<()> {
 
     // Index: 40 + 4 x slots + 20 x entries bytes. With one of the two given, the other follows;
     // with neither, RocketMQ's 1:4 ratio (its defaults) is assumed.
-    let index_len = first_len(&root.join(crate::index::INDEX_DIR), |n| {
+    let mut index_lens = lens(&root.join(crate::index::INDEX_DIR), |n| {
         !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
     });
-    if let Some(len) = index_len {
-        resolve_index(config, &defaults, len)?;
+    let fits_config = |len: u64| {
+        u32::try_from(config.max_hash_slot_num)
+            .ok()
+            .zip(u32::try_from(config.max_index_num).ok())
+            .is_some_and(|(s, e)| index_file_size(s, e) == len)
+    };
+    if !index_lens.iter().any(|&l| fits_config(l)) {
+        index_lens.retain(|&l| l > INDEX_HEADER_SIZE as u64);
+        if let Some(len) = most_common(&index_lens) {
+            resolve_index(config, &defaults, len)?;
+        }
     }
     Ok(())
 }
+
+/// The lengths of the non-empty regular files of `dir` whose name passes `name_ok`.
+fn lens(dir: &Path, name_ok: impl Fn(&str) -> bool) -> Vec<u64> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let m = std::fs::symlink_metadata(e.path()).ok()?;
+            (m.is_file() && m.len() > 0 && name_ok(&name)).then_some(m.len())
+        })
+        .collect()
+}
+
+/// The most frequent value (the largest among equals), if any.
+fn most_common(v: &[u64]) -> Option<u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for &x in v {
+        *counts.entry(x).or_insert(0usize) += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|&(x, n)| (n, x))
+        .map(|(x, _)| x)
+}
+
+/// The consume queue file size of the store: `configured` if any file has it, else the size
+/// most files (multiples of 20 bytes) have; `None` without consume queue files.
+fn cq_file_len(root: &Path, configured: u64) -> Option<u64> {
+    let mut all = Vec::new();
+    let cq = root.join("consumequeue");
+    for topic in std::fs::read_dir(cq).ok()?.flatten() {
+        for queue in std::fs::read_dir(topic.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            all.extend(lens(&queue.path(), |n| parse_file_name(n).is_some()));
+        }
+    }
+    all.retain(|l| l % 20 == 0);
+    if all.contains(&configured) {
+        return Some(configured);
+    }
+    most_common(&all)
+}
+
+/// How [`contradicts`] names the index files' length.
+const SIZES: &str = "its index files (40 + 4 x max_hash_slot_num + 20 x max_index_num bytes) are";
 
 fn resolve_index(config: &mut StoreConfig, defaults: &StoreConfig, len: u64) -> Result<()> {
     let (slots, entries) = (config.max_hash_slot_num, config.max_index_num);
@@ -180,12 +241,7 @@ fn resolve_index(config: &mut StoreConfig, defaults: &StoreConfig, len: u64) -> 
                     config.max_index_num = r / 20;
                     Ok(())
                 }
-                _ => Err(contradicts(
-                    "max_hash_slot_num",
-                    slots,
-                    len,
-                    &found(": they are"),
-                )),
+                _ => Err(contradicts("max_hash_slot_num", slots, len, SIZES)),
             }
         }
         (false, true) => {
@@ -197,20 +253,17 @@ fn resolve_index(config: &mut StoreConfig, defaults: &StoreConfig, len: u64) -> 
                     config.max_hash_slot_num = r / 4;
                     Ok(())
                 }
-                _ => Err(contradicts(
-                    "max_index_num",
-                    entries,
-                    len,
-                    &found(": they are"),
-                )),
+                _ => Err(contradicts("max_index_num", entries, len, SIZES)),
             }
         }
-        (true, true) => Err(contradicts(
-            "max_hash_slot_num/max_index_num",
-            slots,
-            len,
-            &format!("(with max_index_num={entries}) {}", found(": they are")),
-        )),
+        (true, true) => Err(Error::Config {
+            key: "max_hash_slot_num".into(),
+            reason: format!(
+                "max_hash_slot_num={slots} and max_index_num={entries} contradict the store's \
+                 files: {}; leave them out to use the store's own values",
+                found("")
+            ),
+        }),
     }
 }
 
@@ -253,7 +306,7 @@ mod tests {
         resolve(root, &mut c).unwrap();
         assert_eq!(c.max_index_num, 400);
         let mut c = StoreConfig::default();
-        c.set("max_index_num", ConfigValue::Int(401)).unwrap();
+        c.set("max_index_num", ConfigValue::Int(1000)).unwrap();
         let e = resolve(root, &mut c).unwrap_err().to_string();
         assert!(
             e.contains("max_index_num") && e.contains(&idx.to_string()),

@@ -748,7 +748,8 @@ fn c8_index_damage_is_detected_and_rebuilt() {
         finish(store);
     }
 
-    // Every file of another geometry: a configuration mismatch, refused (not deleted).
+    // Every file of another geometry: a configuration mismatch, refused (not deleted), naming
+    // the keyword.
     let dir = tempfile::tempdir().unwrap();
     copy_tree(pristine.path(), dir.path());
     let err = Store::open(
@@ -756,7 +757,14 @@ fn c8_index_damage_is_detected_and_rebuilt() {
         config(&[("max_index_num", ConfigValue::Int(200))]),
     )
     .unwrap_err();
-    assert!(matches!(err, Error::UnsupportedFormat { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Config { .. }) && err.to_string().contains("max_index_num"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("abort").exists(),
+        "a refused open leaves no abort marker"
+    );
     assert_eq!(index_files(dir.path()).len(), n_index);
 }
 

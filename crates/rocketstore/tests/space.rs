@@ -129,3 +129,97 @@ fn a_closed_store_of_a_thousand_messages_keeps_the_blocks_of_its_data() {
 fn a_closed_store_of_a_million_messages_keeps_the_blocks_of_its_data() {
     check_closed_store(1_000_000);
 }
+
+fn small() -> StoreConfig {
+    let mut c = StoreConfig::default();
+    for (k, v) in [
+        ("mapped_file_size_commit_log", 1 << 20),
+        ("mapped_file_size_consume_queue", 20 * 1000),
+        ("max_hash_slot_num", 100),
+        ("max_index_num", 400),
+    ] {
+        c.set(k, rocketstore::ConfigValue::Int(v)).unwrap();
+    }
+    c
+}
+
+/// The files under `root` with their lengths and bytes (what a refused open must not change).
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    files(root)
+        .into_keys()
+        .map(|k| {
+            let bytes = std::fs::read(root.join(&k)).unwrap();
+            (k, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn the_store_describes_its_geometry_and_a_contradiction_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = Store::open(&root, small()).unwrap();
+    fill(&store, 500, 0);
+    store.close().unwrap();
+    drop(store);
+
+    // A writable open without the keywords takes them from the files.
+    let store = Store::open(&root, StoreConfig::default()).unwrap();
+    fill(&store, 500, 500);
+    store.close().unwrap();
+    drop(store);
+    assert_eq!(lengths(&root)["commitlog/00000000000000000000"], 1 << 20);
+
+    // The offline repair too: the rebuilt files have the store's sizes, and it opens again.
+    rocketstore::rebuild_indexes(&root, StoreConfig::default()).unwrap();
+    let lens = lengths(&root);
+    assert!(lens
+        .iter()
+        .filter(|(k, _)| k.starts_with("consumequeue/"))
+        .all(|(_, &v)| v == 20_000));
+    let store = Store::open(&root, small()).unwrap();
+    assert_eq!(store.scan(0).unwrap().count(), 1000);
+    store.close().unwrap();
+    drop(store);
+
+    // A value that contradicts the files is refused, naming it and the value found, and the
+    // store is left exactly as it was (no abort marker, no byte changed).
+    let before = snapshot(&root);
+    for (key, value, found) in [
+        ("mapped_file_size_commit_log", 2 << 20, "1048576"),
+        ("mapped_file_size_consume_queue", 20 * 2000, "20000"),
+        ("max_index_num", 800, "max_index_num"),
+    ] {
+        let mut c = StoreConfig::default();
+        c.set(key, rocketstore::ConfigValue::Int(value)).unwrap();
+        let err = Store::open(&root, c.clone()).unwrap_err().to_string();
+        assert!(err.contains(key) && err.contains(found), "{err}");
+        let err = rocketstore::rebuild_indexes(&root, c)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{err}");
+        assert_eq!(
+            snapshot(&root),
+            before,
+            "{key}: a refused open changed the store"
+        );
+    }
+}
+
+#[test]
+fn a_directory_that_is_not_a_store_is_not_turned_into_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let err = Store::open(dir.path(), StoreConfig::default()).unwrap_err();
+    assert!(err.to_string().contains("not a store"), "{err}");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    // An empty directory (or one with only hidden files) becomes a store.
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::write(empty.path().join(".keep"), b"").unwrap();
+    Store::open(empty.path(), small()).unwrap().close().unwrap();
+}
