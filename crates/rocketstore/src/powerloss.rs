@@ -192,3 +192,20 @@ pub fn adopt(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Commit log flushes (msync) of files under this root fail with EIO ([`fail_msyncs_under`]).
+static FAILING: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Makes every commit log flush (msync) of a file under `root` fail with EIO, as a disk error
+/// does (`None`: flushes work again). A failed flush reports no sync: its range keeps its old
+/// durable bytes, while the page cache keeps the new ones (the store is fenced).
+pub fn fail_msyncs_under(root: Option<&Path>) {
+    *lock(&FAILING) = root.map(Path::to_path_buf);
+}
+
+/// Whether a flush of `path` fails ([`fail_msyncs_under`]).
+pub(crate) fn msync_fails(path: &Path) -> bool {
+    lock(&FAILING)
+        .as_deref()
+        .is_some_and(|r| path.starts_with(r))
+}
