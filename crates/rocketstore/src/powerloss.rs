@@ -24,7 +24,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::util::lock;
+/// Locks a registry mutex, ignoring poisoning (as `util::lock`, which this module does not
+/// import: `util::fsync_dir` reports to it).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 static DURABLE: Mutex<Option<HashMap<PathBuf, Vec<u8>>>> = Mutex::new(None);
 
