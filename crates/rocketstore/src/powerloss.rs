@@ -24,7 +24,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::util::lock;
+/// Locks a registry mutex, ignoring poisoning (as `util::lock`, which this module does not
+/// import: `util::fsync_dir` reports to it).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 static DURABLE: Mutex<Option<HashMap<PathBuf, Vec<u8>>>> = Mutex::new(None);
 
@@ -191,4 +195,21 @@ pub fn adopt(from: &Path, to: &Path) {
             }
         }
     }
+}
+
+/// Commit log flushes (msync) of files under this root fail with EIO ([`fail_msyncs_under`]).
+static FAILING: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Makes every commit log flush (msync) of a file under `root` fail with EIO, as a disk error
+/// does (`None`: flushes work again). A failed flush reports no sync: its range keeps its old
+/// durable bytes, while the page cache keeps the new ones (the store is fenced).
+pub fn fail_msyncs_under(root: Option<&Path>) {
+    *lock(&FAILING) = root.map(Path::to_path_buf);
+}
+
+/// Whether a flush of `path` fails ([`fail_msyncs_under`]).
+pub(crate) fn msync_fails(path: &Path) -> bool {
+    lock(&FAILING)
+        .as_deref()
+        .is_some_and(|r| path.starts_with(r))
 }

@@ -21,9 +21,10 @@
 //! event of a same-boot reopen, through `powerloss::set_hook`) and **after a same-boot
 //! reopen** (a crash copy of the live files with the disk as it was, `powerloss::adopt`: every
 //! record the reopen's recovery declared durable must survive, `reopen-*` workloads and
-//! [`power_cut_after_a_same_boot_reopen_loses_no_acknowledged_message`]); a failed msync
-//! reports no sync, so its range keeps its old durable bytes (no workload here injects one:
-//! that needs the `failpoints` feature, whose tests check the fence); **deleted files that come back** (a deletion is durable only once its
+//! [`power_cut_after_a_same_boot_reopen_loses_no_acknowledged_message`]); a **failed msync**
+//! (`powerloss::fail_msyncs_under`: the flush fails with EIO and reports no sync, so its range
+//! keeps its old durable bytes while the page cache keeps the new ones; the store is fenced,
+//! then crashes and is reopened in the same boot: `failed-msync` workloads); **deleted files that come back** (a deletion is durable only once its
 //! directory is fsynced, `powerloss::ghosts`) and **created files that vanish or are left
 //! empty** (name durable before size); **torn pages as any subset of sectors**; and **SYNC
 //! images while three threads write** (`sync-mt`). Every durable ack is checked field by field
@@ -186,6 +187,8 @@ struct Stats {
     short_files: usize,
     /// Files deleted without a directory fsync since that came back.
     ghosts: usize,
+    /// Workloads whose commit log flush failed before a crash and a same-boot reopen.
+    failed_msyncs: usize,
     checked_acks: usize,
     from_window: usize,
     reopens: usize,
@@ -505,6 +508,20 @@ fn put_seq(store: &Store, seq: u64) -> Ack {
 /// (the flushed cursor, and the checkpoints written from it): every record below that must
 /// survive the power cut, as must the reopened store's own acks.
 fn reopen_workload(mode: &'static str, seed: u64, puts: u64, variants: usize, stats: &mut Stats) {
+    reopen_after(mode, seed, puts, variants, false, stats);
+}
+
+/// [`reopen_workload`]; with `failed_msync` the commit log's flush fails (EIO) before the crash:
+/// the unflushed range keeps its old durable bytes on the simulated disk (the store is fenced),
+/// and the same-boot reopen must make what it recovers durable before declaring it so.
+fn reopen_after(
+    mode: &'static str,
+    seed: u64,
+    puts: u64,
+    variants: usize,
+    failed_msync: bool,
+    stats: &mut Stats,
+) {
     let dir = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let root = dir.path().join("store");
@@ -514,6 +531,43 @@ fn reopen_workload(mode: &'static str, seed: u64, puts: u64, variants: usize, st
     let mut acks: Vec<Ack> = (0..puts).map(|seq| put_seq(&store, seq)).collect();
     if rng.below(2) == 0 {
         std::thread::sleep(Duration::from_millis(rng.below(15)));
+    }
+    if failed_msync {
+        // The flush fails: the store is fenced and the durable offset stays where it was.
+        rocketstore::powerloss::fail_msyncs_under(Some(&root));
+        let before = store.cursors().flushed;
+        // Unflushed writes for the flush to fail on (the flush service may fail first: then
+        // the store is fenced and the puts are refused).
+        for seq in puts..puts + 8 {
+            let key = format!("k{seq}");
+            let (body, keys) = (body_for(seq), [key.as_str()]);
+            let msg = PutMessage {
+                topic: TOPICS[(seq % 2) as usize],
+                body: &body,
+                queue_id: (seq % 3) as i32,
+                keys: &keys,
+                ..Default::default()
+            };
+            if let Ok(r) = store.put(&msg) {
+                acks.push(Ack {
+                    offset: r.commitlog_offset as u64,
+                    size: r.wrote_bytes,
+                    queue_id: msg.queue_id,
+                    queue_offset: r.queue_offset,
+                    seq,
+                    durable: r.status == PutStatus::PutOk,
+                });
+            }
+        }
+        assert!(store.flush().is_err(), "a failed msync must fail the flush");
+        assert!(store.poisoned().is_some());
+        assert_eq!(
+            store.cursors().flushed,
+            before,
+            "flushed moved past a failed msync"
+        );
+        rocketstore::powerloss::fail_msyncs_under(None);
+        stats.failed_msyncs += 1;
     }
     // Durable before the crash: SYNC PUT_OK; ASYNC below the flushed offset, read before the
     // disk is copied (everything below it was synced before).
@@ -534,7 +588,8 @@ fn reopen_workload(mode: &'static str, seed: u64, puts: u64, variants: usize, st
         .collect();
     // Images during recovery: the disk and the files at the `at`-th durability event of the
     // reopen (a sync, a creation or a replacement made durable).
-    let at = 1 + rng.below(12) as usize;
+    // Early events (commit log and consume queue syncs): every recovery has a few.
+    let at = 1 + rng.below(4) as usize;
     let events = Arc::new(Mutex::new(0usize));
     let during: Arc<Mutex<Option<Capture>>> = Arc::new(Mutex::new(None));
     {
@@ -571,7 +626,11 @@ fn reopen_workload(mode: &'static str, seed: u64, puts: u64, variants: usize, st
             check_image(&image, mode, &acks, &ok, v < 2, stats, &label);
         }
     }
-    stats.kind = "reopen";
+    stats.kind = if failed_msync {
+        "failed-msync"
+    } else {
+        "reopen"
+    };
     assert!(reopened.recovery_report().abnormal);
     let claimed = reopened.cursors().flushed;
     let end = acks.last().map_or(0, |a| a.offset + a.size as u64);
@@ -582,7 +641,7 @@ fn reopen_workload(mode: &'static str, seed: u64, puts: u64, variants: usize, st
     stats.reopens += 1;
     for round in 0..2 {
         if round == 1 {
-            acks.extend((puts..puts + 20).map(|seq| put_seq(&reopened, seq)));
+            acks.extend((puts + 100..puts + 120).map(|seq| put_seq(&reopened, seq)));
         }
         let flushed = reopened.cursors().flushed.max(claimed);
         let durable = disk(&crashed);
@@ -701,17 +760,19 @@ fn run_workload(kind: &str, seed: u64, puts: u64, stats: &mut Stats) {
         "sync-mt" => threaded_workload(seed, puts * 4, 3, stats),
         "reopen-sync" => reopen_workload("sync", seed, puts / 2, 4, stats),
         "reopen-async" => reopen_workload("async", seed, puts / 2, 4, stats),
+        "failed-msync" => reopen_after("async", seed, puts / 2, 4, true, stats),
         other => panic!("unknown workload kind {other}"),
     }
 }
 
-const KINDS: [&str; 6] = [
+const KINDS: [&str; 7] = [
     "sync",
     "async",
     "pool",
     "sync-mt",
     "reopen-sync",
     "reopen-async",
+    "failed-msync",
 ];
 
 fn run(images: usize) {
@@ -762,7 +823,8 @@ fn run(images: usize) {
     println!(
         "power loss: {} images from {round} workloads (seed {seed}; ROCKETSTORE_POWERLOSS_SEED \
          reproduces), images per kind {:?}; {} dirty pages ({} lost, {} torn, the rest kept), \
-         {} files whose creation was not durable left empty, {} deleted files back, {} durable \
+         {} files whose creation was not durable left empty, {} deleted files back, {} failed \
+         msyncs before a same-boot reopen, {} durable \
          acks checked field by field, {} recovered from the checkpoint window, 0 violations; \
          recovery per image p50 {:?}, p99 {:?}, max {:?}",
         stats.images,
@@ -772,6 +834,7 @@ fn run(images: usize) {
         stats.torn_pages,
         stats.short_files,
         stats.ghosts,
+        stats.failed_msyncs,
         stats.checked_acks,
         stats.from_window,
         p(50),
@@ -781,7 +844,16 @@ fn run(images: usize) {
     // A run that lost, tore or checked nothing proves nothing.
     assert!(stats.lost_pages > 0 && stats.torn_pages > 0, "{stats:?}");
     assert!(stats.checked_acks > 0 && stats.short_files > 0, "{stats:?}");
-    for kind in ["sync", "async", "pool", "sync-mt", "reopen", "recovery"] {
+    assert!(stats.failed_msyncs > 0, "{stats:?}");
+    for kind in [
+        "sync",
+        "async",
+        "pool",
+        "sync-mt",
+        "reopen",
+        "recovery",
+        "failed-msync",
+    ] {
         assert!(
             stats.per_kind.get(kind).is_some_and(|&n| n > 0),
             "no {kind} image: {:?}",

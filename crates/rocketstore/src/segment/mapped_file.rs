@@ -570,6 +570,10 @@ impl MappedFile {
         fail::fail_point!(fp::FLUSH_MSYNC, |arg| Err(fp::injected(
             "msync", &self.path, arg
         )));
+        #[cfg(feature = "powerloss")]
+        if crate::powerloss::msync_fails(&self.path) {
+            return Err(fp::injected("msync", &self.path, None));
+        }
         self.map
             .mapping()
             .flush_range(start, read - start)
