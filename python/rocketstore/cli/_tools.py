@@ -133,7 +133,8 @@ def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> d
     describes that snapshot (a live store always looks like one that was not closed).
     """
     in_use = writer_holds(root)
-    with rocketstore.MessageStore(root, read_only=True, **config) as store:
+    settings: dict[str, Any] = dict(config)  # store settings only (no open flag among them)
+    with rocketstore.MessageStore(root, read_only=True, **settings) as store:
         config = store.config
         files: list[dict[str, Any]] = []
         starts: list[int] = []
@@ -367,7 +368,8 @@ def cmd_dump(args: argparse.Namespace) -> int:
     shown = 0
     for path in stores:
         name = path.relative_to(base).as_posix() if path != base else path.name
-        with rocketstore.MessageStore(path, read_only=True, **config) as store:
+        settings: dict[str, Any] = dict(config)
+        with rocketstore.MessageStore(path, read_only=True, **settings) as store:
             queues = {(t, q): (lo, hi) for t, q, lo, hi in store.consume_queues()}
             if (args.topic, args.queue) not in queues:
                 continue
