@@ -22,7 +22,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -37,11 +37,12 @@ def skip_or_fail(reason: str) -> NoReturn:
         pytest.fail(f"{reason} (CI=true: the full-disk runs must run)")
     pytest.skip(reason)
 
+
 pytestmark = pytest.mark.crash
 
 # 8 MiB commit log files and small index / consume queue files: the disk fills after a few
 # files, as on a real disk with default sizes, in a fraction of the time.
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "mapped_file_size_commit_log": 8 << 20,
     "mapped_file_size_consume_queue": 20 * 20_000,
     "max_hash_slot_num": 10_000,
@@ -144,15 +145,15 @@ def test_a_full_disk_is_a_typed_error_and_loses_no_acknowledged_message(
         timeout=240,
         check=False,
     )
-    assert child.returncode >= 0, (
-        f"the writer died by signal {signal.Signals(-child.returncode).name}: {child.stderr[-2000:]}"
-    )
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        pytest.fail(f"the writer died by signal {name}: {child.stderr[-2000:]}")
     assert child.returncode == 0, f"no typed error: {child.stdout} {child.stderr[-2000:]}"
     outcome = json.loads(child.stdout.strip().splitlines()[-1])
     # DiskFullError for the put that met the full disk, not a fenced store.
     assert outcome["error"].startswith("DiskFullError"), outcome
 
-    acked = {}
+    acked: dict[int, int] = {}
     for line in ledger.read_text().splitlines():
         n, offset = line.split()
         acked[int(n)] = int(offset)
@@ -162,8 +163,8 @@ def test_a_full_disk_is_a_typed_error_and_loses_no_acknowledged_message(
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
     with MessageStore(copy, **CONFIG) as store:
-        for n, offset in acked.items():
-            msg = store.look_message_by_offset(offset)
-            assert msg.body == b"b" * 1024 + str(n).encode(), n
+        for i, at in acked.items():
+            msg = store.look_message_by_offset(at)
+            assert msg.body == b"b" * 1024 + str(i).encode(), i
         more = store.put("Full", b"after", keys="after")
         assert more.commitlog_offset > max(acked.values())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from rocketstore import InvalidConfigError, MessageStore, UnsupportedFormatError
 
 MIB = 1 << 20
 
-SMALL = {
+SMALL: dict[str, Any] = {
     "mapped_file_size_commit_log": MIB,
     "mapped_file_size_consume_queue": 20 * 1000,
     "max_hash_slot_num": 100,
