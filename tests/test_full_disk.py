@@ -22,18 +22,27 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
 from rocketstore import MessageStore
 
-from .conftest import skip_or_fail
+IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip where the file systems cannot be mounted; fail in CI (it runs as root)."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: the full-disk runs must run)")
+    pytest.skip(reason)
+
 
 pytestmark = pytest.mark.crash
 
 # 8 MiB commit log files and small index / consume queue files: the disk fills after a few
 # files, as on a real disk with default sizes, in a fraction of the time.
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "mapped_file_size_commit_log": 8 << 20,
     "mapped_file_size_consume_queue": 20 * 20_000,
     "max_hash_slot_num": 10_000,
@@ -133,14 +142,15 @@ def test_a_full_disk_is_a_typed_error_and_loses_no_acknowledged_message(
         timeout=240,
         check=False,
     )
-    assert child.returncode >= 0, (
-        f"the writer died by signal {signal.Signals(-child.returncode).name}: {child.stderr[-2000:]}"
-    )
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        pytest.fail(f"the writer died by signal {name}: {child.stderr[-2000:]}")
     assert child.returncode == 0, f"no typed error: {child.stdout} {child.stderr[-2000:]}"
     outcome = json.loads(child.stdout.strip().splitlines()[-1])
-    assert "DiskFullError" in outcome["error"] or "StoreIOError" in outcome["error"], outcome
+    # DiskFullError for the put that met the full disk, not a fenced store.
+    assert outcome["error"].startswith("DiskFullError"), outcome
 
-    acked = {}
+    acked: dict[int, int] = {}
     for line in ledger.read_text().splitlines():
         n, offset = line.split()
         acked[int(n)] = int(offset)
@@ -150,8 +160,14 @@ def test_a_full_disk_is_a_typed_error_and_loses_no_acknowledged_message(
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
     with MessageStore(copy, **CONFIG) as store:
-        for n, offset in acked.items():
-            msg = store.look_message_by_offset(offset)
-            assert msg.body == b"b" * 1024 + str(n).encode(), n
+        # The forced cleanup of a nearly full disk (RocketMQ's cleanFileForciblyEnable, on by
+        # default) may have deleted the oldest commit log files whole; everything after them
+        # is there.
+        first = store.min_commitlog_offset()
+        kept = {i: at for i, at in acked.items() if at >= first}
+        assert len(kept) > 1000, (first, len(acked))
+        for i, at in kept.items():
+            msg = store.look_message_by_offset(at)
+            assert msg.body == b"b" * 1024 + str(i).encode(), i
         more = store.put("Full", b"after", keys="after")
         assert more.commitlog_offset > max(acked.values())

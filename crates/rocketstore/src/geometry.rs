@@ -189,7 +189,7 @@ fn cq_file_len(root: &Path, configured: u64) -> Option<u64> {
             all.extend(lens(&queue.path(), |n| parse_file_name(n).is_some()));
         }
     }
-    all.retain(|l| l % 20 == 0);
+    all.retain(|l| l.is_multiple_of(20));
     if all.contains(&configured) {
         return Some(configured);
     }
@@ -218,7 +218,7 @@ fn resolve_index(config: &mut StoreConfig, defaults: &StoreConfig, len: u64) -> 
     };
     match (slots_given, entries_given) {
         (false, false) => {
-            if body % 84 == 0 && body > 0 {
+            if body.is_multiple_of(84) && body > 0 {
                 config.max_hash_slot_num = body / 84;
                 config.max_index_num = body / 84 * 4;
                 if fits(config.max_hash_slot_num, config.max_index_num) {
@@ -235,7 +235,7 @@ fn resolve_index(config: &mut StoreConfig, defaults: &StoreConfig, len: u64) -> 
         (true, false) => {
             let rest = body
                 .checked_sub(4 * slots)
-                .filter(|r| r % 20 == 0 && *r >= 40);
+                .filter(|r| r.is_multiple_of(20) && *r >= 40);
             match rest {
                 Some(r) if fits(slots, r / 20) => {
                     config.max_index_num = r / 20;
@@ -247,7 +247,7 @@ fn resolve_index(config: &mut StoreConfig, defaults: &StoreConfig, len: u64) -> 
         (false, true) => {
             let rest = body
                 .checked_sub(20 * entries)
-                .filter(|r| r % 4 == 0 && *r > 0);
+                .filter(|r| r.is_multiple_of(4) && *r > 0);
             match rest {
                 Some(r) if fits(r / 4, entries) => {
                     config.max_hash_slot_num = r / 4;

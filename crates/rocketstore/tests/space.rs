@@ -223,3 +223,218 @@ fn a_directory_that_is_not_a_store_is_not_turned_into_one() {
     std::fs::write(empty.path().join(".keep"), b"").unwrap();
     Store::open(empty.path(), small()).unwrap().close().unwrap();
 }
+
+// ---- full disks ------------------------------------------------------------------------------
+
+/// The writer of [`a_full_disk_is_a_typed_error_never_a_signal`], run in a child process (this
+/// test binary again, with `ROCKETSTORE_SPACE_CHILD=<root> <mode> <ledger>`): puts 1 KiB
+/// messages until an error, writing the commit log offset of every `PUT_OK` to the ledger.
+/// Exits 0 on a disk-full error of a put, 3 on any other error (a fenced store among them); a
+/// signal kills it.
+#[test]
+fn full_disk_writer_child() {
+    use std::io::Write;
+    let Ok(args) = std::env::var("ROCKETSTORE_SPACE_CHILD") else {
+        return;
+    };
+    let args: Vec<&str> = args.split(' ').collect();
+    let (root, mode, ledger) = (args[0], args[1], args[2]);
+    let mut ledger = std::fs::File::create(ledger).unwrap();
+    let body = vec![b'b'; 1024];
+    let keys: Vec<String> = (0..1_000_000).map(|i| format!("k{i}")).collect();
+    let outcome = (|| -> rocketstore::Result<()> {
+        let store = Store::open(root, full_disk_config())?;
+        let mut n = 0;
+        while n < 1_000_000 {
+            let batch = if mode == "put" { 1 } else { 50 };
+            let key_refs: Vec<[&str; 1]> =
+                keys[n..n + batch].iter().map(|k| [k.as_str()]).collect();
+            let msgs: Vec<PutMessage<'_>> = key_refs
+                .iter()
+                .map(|k| PutMessage {
+                    topic: "Full",
+                    body: &body,
+                    keys: k,
+                    ..Default::default()
+                })
+                .collect();
+            let results = if mode == "put" {
+                vec![store.put(&msgs[0])?]
+            } else {
+                store.put_batch(&msgs)?
+            };
+            for r in results {
+                if r.status != rocketstore::PutStatus::PutOk {
+                    return Err(rocketstore::Error::Closed);
+                }
+                writeln!(ledger, "{}", r.commitlog_offset).unwrap();
+            }
+            n += batch;
+        }
+        store.close()
+    })();
+    ledger.flush().unwrap();
+    // The put that meets the full disk fails with `DiskFull` itself; the store is not fenced.
+    let full = |e: &rocketstore::Error| matches!(e, rocketstore::Error::DiskFull { .. });
+    match outcome {
+        Err(e) if full(&e) => {
+            eprintln!("writer: {e}");
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("unexpected error: {e:?}");
+            std::process::exit(3)
+        }
+        Ok(()) => std::process::exit(4),
+    }
+}
+
+fn full_disk_config() -> StoreConfig {
+    let mut c = StoreConfig::default();
+    for (k, v) in [
+        ("mapped_file_size_commit_log", 8 << 20),
+        ("mapped_file_size_consume_queue", 20 * 20_000),
+        ("max_hash_slot_num", 10_000),
+        ("max_index_num", 40_000),
+    ] {
+        c.set(k, rocketstore::ConfigValue::Int(v)).unwrap();
+    }
+    c
+}
+
+fn sh(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+/// Mounts a ~40 MB file system at `mnt` (`tmpfs` or `ext2` on a loop image under `scratch`);
+/// returns the loop device to detach, or `None` (with the reason printed) where mounting is
+/// impossible.
+fn mount_small(kind: &str, mnt: &Path, scratch: &Path) -> Option<Option<String>> {
+    std::fs::create_dir_all(mnt).unwrap();
+    let out = if kind == "tmpfs" {
+        sh(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=40m",
+            "tmpfs",
+            mnt.to_str().unwrap(),
+        ])
+    } else {
+        let image = scratch.join("ext2.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(48 << 20)
+            .unwrap();
+        if !sh(&["mkfs.ext2", "-q", "-F", image.to_str().unwrap()])
+            .status
+            .success()
+        {
+            eprintln!("skipped: mkfs.ext2 failed");
+            return None;
+        }
+        let lo = sh(&["losetup", "--find", "--show", image.to_str().unwrap()]);
+        if !lo.status.success() {
+            eprintln!("skipped: no loop device");
+            return None;
+        }
+        let dev = String::from_utf8_lossy(&lo.stdout).trim().to_string();
+        let out = sh(&["mount", "-t", "ext2", &dev, mnt.to_str().unwrap()]);
+        if !out.status.success() {
+            sh(&["losetup", "-d", &dev]);
+        }
+        return out.status.success().then_some(Some(dev)).or_else(|| {
+            eprintln!("skipped: cannot mount ext2");
+            None
+        });
+    };
+    if out.status.success() {
+        Some(None)
+    } else {
+        eprintln!(
+            "skipped: cannot mount tmpfs: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        None
+    }
+}
+
+/// Fills a small ext2 (no `fallocate`: space is made real with `pwrite`) and a small tmpfs
+/// through `put` and `put_batch`: a typed error, never a signal, and every `PUT_OK` message
+/// reads back after the store is copied to a disk with room and reopened for writing.
+#[test]
+fn a_full_disk_is_a_typed_error_never_a_signal() {
+    if std::env::var("ROCKETSTORE_SPACE_CHILD").is_ok() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for kind in ["ext2", "tmpfs"] {
+        for mode in ["put", "batch"] {
+            let scratch = tempfile::tempdir().unwrap();
+            let mnt = scratch.path().join("mnt");
+            let Some(dev) = mount_small(kind, &mnt, scratch.path()) else {
+                if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+                    panic!("CI must mount the file systems");
+                }
+                return;
+            };
+            let root = mnt.join("store");
+            let ledger = scratch.path().join("ledger");
+            let status = std::process::Command::new(&exe)
+                .args(["--exact", "full_disk_writer_child", "--nocapture"])
+                .env(
+                    "ROCKETSTORE_SPACE_CHILD",
+                    format!("{} {mode} {}", root.display(), ledger.display()),
+                )
+                .status()
+                .unwrap();
+            let copy = scratch.path().join("copy");
+            if status.code() == Some(0) {
+                super_copy(&root, &copy);
+            }
+            sh(&["umount", "-l", mnt.to_str().unwrap()]);
+            if let Some(dev) = dev {
+                sh(&["losetup", "-d", &dev]);
+            }
+            assert_eq!(
+                status.code(),
+                Some(0),
+                "{kind}/{mode}: the writer ended with {status:?} (a signal has no code)"
+            );
+            let acked: Vec<u64> = std::fs::read_to_string(&ledger)
+                .unwrap()
+                .lines()
+                .map(|l| l.parse().unwrap())
+                .collect();
+            assert!(acked.len() > 1000, "{kind}/{mode}: {} acks", acked.len());
+            let store = Store::open(&copy, full_disk_config()).unwrap();
+            // The forced cleanup of a nearly full disk (`clean_file_forcibly_enable`, on by
+            // default) may have deleted the oldest files whole; everything after them is there.
+            let first = store.min_commitlog_offset();
+            let kept: Vec<u64> = acked.into_iter().filter(|&o| o >= first).collect();
+            assert!(kept.len() > 1000, "{kind}/{mode}: {} kept", kept.len());
+            for &offset in &kept {
+                let m = store.look_message_by_offset(offset).unwrap();
+                assert_eq!(m.body.len(), 1024, "{kind}/{mode} at {offset}");
+            }
+            store.close().unwrap();
+        }
+    }
+}
+
+fn super_copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            super_copy(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}

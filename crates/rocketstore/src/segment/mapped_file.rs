@@ -182,6 +182,11 @@ impl MappedFile {
         let made = (|| -> Result<Self> {
             let (allocated, step, no_fallocate) = match opts.prealloc {
                 Some(n) if n < size as u64 => {
+                    fail::fail_point!(fp::CREATE_FALLOCATE, |arg| Err(fp::injected(
+                        "fallocate",
+                        path,
+                        arg
+                    )));
                     file.set_len(size as u64)
                         .map_err(|e| Error::io("set_len", path, e))?;
                     let no_fallocate = AtomicBool::new(false);
@@ -1224,11 +1229,6 @@ fn make_real(
     len: u64,
 ) -> Result<()> {
     use std::os::unix::fs::FileExt;
-    fail::fail_point!(fp::CREATE_FALLOCATE, |arg| Err(fp::injected(
-        "fallocate",
-        path,
-        arg
-    )));
     if len == 0 {
         return Ok(());
     }
