@@ -193,9 +193,11 @@ def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
     both and says why once, in one line."""
     report, stderr = _run_order_job(wheel_venv, order, tmp_path / "work")
     assert report["imported"] == (order != "never")
+    # The wheel's jar, in the new virtualenv.
+    assert Path(report["connector_jar"]).is_relative_to(wheel_venv.parent.parent), report
     want = {"Tag0": 667, "Tag1": 667, "Tag2": 666}
     assert report["default"]["counts"] == want
-    assert "rocketstore JVM reader [tags, body]" in report["default"]["read_plan"]
+    assert "rocketstore JVM reader [body, tags]" in report["default"]["read_plan"]
     assert report["off"]["counts"] == want
     assert "(Python)" in report["off"]["read_plan"], report["off"]["read_plan"]
     assert "JVM reader" not in report["off"]["read_plan"]
@@ -216,6 +218,7 @@ def test_the_environment_switch_keeps_the_jar_out(wheel_venv: Path, tmp_path: Pa
     report, stderr = _run_order_job(
         wheel_venv, "after", tmp_path / "work", ROCKETSTORE_SPARK_JVM="0"
     )
+    assert report["connector_jar"] is None
     assert "(Python)" in report["default"]["read_plan"]
     assert not [p for p in report["write_plans"] if "rocketstore JVM writer" in p]
     notices = [line for line in stderr.splitlines() if "Python data source serves" in line]
