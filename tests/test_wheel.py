@@ -142,6 +142,7 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(900)
 def test_wheel_runs_put_arrow_lookup_and_spark_in_a_bare_unactivated_venv(
     wheel_venv: Path, tmp_path: Path
 ) -> None:
@@ -182,7 +183,9 @@ def _run_order_job(python: Path, order: str, work: Path, **env: str) -> tuple[di
     return report, proc.stderr
 
 
+# The first test that uses wheel_venv pays for the install too (pip, then a Spark JVM per job).
 @pytest.mark.spark
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("order", ["before", "after", "never"])
 def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
     wheel_venv: Path, tmp_path: Path, order: str
@@ -212,6 +215,7 @@ def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(900)
 def test_the_environment_switch_keeps_the_jar_out(wheel_venv: Path, tmp_path: Path) -> None:
     """``ROCKETSTORE_SPARK_JVM=0``: no JVM connector in the session; ``import rocketstore.spark``
     says so once, in one line, and the Python data source serves the jobs."""
@@ -228,6 +232,7 @@ def test_the_environment_switch_keeps_the_jar_out(wheel_venv: Path, tmp_path: Pa
     ], stderr[-4000:]
 
 
+@pytest.mark.timeout(900)
 def test_spark_jar_command_prints_the_jar_of_the_wheel(wheel_venv: Path, tmp_path: Path) -> None:
     """``rocketstore spark-jar``: the jar Scala/Java/SQL jobs pass to ``--jars``, with the
     native library for this platform inside."""
