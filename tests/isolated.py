@@ -34,6 +34,8 @@ _DROPPED = (
     "PYSPARK_GATEWAY_PORT",
     "PYSPARK_GATEWAY_SECRET",
     "SPARK_HOME",
+    # Where rocketstore's classpath hook puts the JVM connector's jar (the test process's own).
+    "SPARK_DIST_CLASSPATH",
 )
 
 

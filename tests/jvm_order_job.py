@@ -58,7 +58,20 @@ def job(root: Path) -> dict[str, Any]:
     return {"read_plan": plan(back.select("tags", "body")), "counts": counts}
 
 
+def connector_jar() -> str | None:
+    """The jar the session's ``rocketstore.DefaultSource`` comes from (None: not loaded)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        cls = jvm.java.lang.Class.forName("rocketstore.DefaultSource", False, loader)
+    except Exception:
+        return None
+    return str(cls.getProtectionDomain().getCodeSource().getLocation().getPath())
+
+
 report: dict[str, Any] = {"order": order, "default": job(work / "default")}
+report["connector_jar"] = connector_jar()
 spark.conf.set("spark.rocketstore.jvm", "false")
 report["off"] = job(work / "off")
 deadline = time.monotonic() + 30

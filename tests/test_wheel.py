@@ -142,6 +142,7 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(900)
 def test_wheel_runs_put_arrow_lookup_and_spark_in_a_bare_unactivated_venv(
     wheel_venv: Path, tmp_path: Path
 ) -> None:
@@ -182,7 +183,9 @@ def _run_order_job(python: Path, order: str, work: Path, **env: str) -> tuple[di
     return report, proc.stderr
 
 
+# The first test that uses wheel_venv pays for the install too (pip, then a Spark JVM per job).
 @pytest.mark.spark
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("order", ["before", "after", "never"])
 def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
     wheel_venv: Path, tmp_path: Path, order: str
@@ -193,9 +196,11 @@ def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
     both and says why once, in one line."""
     report, stderr = _run_order_job(wheel_venv, order, tmp_path / "work")
     assert report["imported"] == (order != "never")
+    # The wheel's jar, in the new virtualenv.
+    assert Path(report["connector_jar"]).is_relative_to(wheel_venv.parent.parent), report
     want = {"Tag0": 667, "Tag1": 667, "Tag2": 666}
     assert report["default"]["counts"] == want
-    assert "rocketstore JVM reader [tags, body]" in report["default"]["read_plan"]
+    assert "rocketstore JVM reader [body, tags]" in report["default"]["read_plan"]
     assert report["off"]["counts"] == want
     assert "(Python)" in report["off"]["read_plan"], report["off"]["read_plan"]
     assert "JVM reader" not in report["off"]["read_plan"]
@@ -210,12 +215,14 @@ def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(900)
 def test_the_environment_switch_keeps_the_jar_out(wheel_venv: Path, tmp_path: Path) -> None:
     """``ROCKETSTORE_SPARK_JVM=0``: no JVM connector in the session; ``import rocketstore.spark``
     says so once, in one line, and the Python data source serves the jobs."""
     report, stderr = _run_order_job(
         wheel_venv, "after", tmp_path / "work", ROCKETSTORE_SPARK_JVM="0"
     )
+    assert report["connector_jar"] is None
     assert "(Python)" in report["default"]["read_plan"]
     assert not [p for p in report["write_plans"] if "rocketstore JVM writer" in p]
     notices = [line for line in stderr.splitlines() if "Python data source serves" in line]
@@ -225,6 +232,7 @@ def test_the_environment_switch_keeps_the_jar_out(wheel_venv: Path, tmp_path: Pa
     ], stderr[-4000:]
 
 
+@pytest.mark.timeout(900)
 def test_spark_jar_command_prints_the_jar_of_the_wheel(wheel_venv: Path, tmp_path: Path) -> None:
     """``rocketstore spark-jar``: the jar Scala/Java/SQL jobs pass to ``--jars``, with the
     native library for this platform inside."""

@@ -3,10 +3,10 @@
 ``format("rocketstore")`` needs no import and no configuration: Spark finds the Python data
 source through the ``pyspark_rocketstore`` module when the package is installed where the Python
 workers run, and the JVM connector (the jar in the wheel: batch reads and the tasks of batch
-writes in the JVM, at Parquet's speed) is put on the driver's classpath of every session the
-environment's Python starts (see :mod:`rocketstore.spark._jvm`). ``import rocketstore.spark``
-registers the data source on the active SparkSession and adds the JVM connector to it when it
-runs without it (:func:`register` does both for any session). Needs
+writes in the JVM, without the JVM -> Python hop) is put on the driver's classpath of every
+session the environment's Python starts (see :mod:`rocketstore.spark._jvm`).
+``import rocketstore.spark`` registers the data source on the active SparkSession and adds the
+JVM connector to it when it runs without it (:func:`register` does both for any session). Needs
 ``pip install 'rocketstore[spark]'`` (PySpark 4.3) and Java 17.
 
 Python workers: imported before the SparkContext starts, ``rocketstore.spark`` sets
