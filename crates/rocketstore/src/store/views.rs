@@ -426,13 +426,82 @@ impl Store {
         span: &QueueSpan<'_>,
         mut f: impl FnMut(&RecordView<'_>) -> bool,
     ) -> Result<i64> {
+        let check_crc = span.check_crc;
+        self.walk_queue(span, |_, phy, bytes, sub| {
+            let v = view_of(bytes, phy, || self.log_file_path(phy), check_crc)?;
+            if !sub.is_all() {
+                let tags = raw_property(v.properties_raw, rocketstore_format::property::TAGS)
+                    .and_then(|t| std::str::from_utf8(t).ok());
+                if !sub.matches_tags(tags) {
+                    return Ok(QueueStep::Skip);
+                }
+            }
+            Ok(if f(&v) {
+                QueueStep::Take
+            } else {
+                QueueStep::Stop
+            })
+        })
+    }
+
+    /// [`Store::visit_queue_records`] without decoding the records: `f(queue_offset,
+    /// commitlog_offset, record)` gets each record's stored bytes (for a reader that needs a
+    /// few fields, such as the bodies: [`rocketstore_format::body_and_properties`]).
+    ///
+    /// A record is checked as far as a reader of its body needs: its MAGICCODE, TOTALSIZE
+    /// equal to the unit's size, PHYSICALOFFSET equal to the unit's offset and lengths that
+    /// fit it. One that fails these (or every record, with the span's `check_crc`) is decoded
+    /// in full first, so damage is the same `Corruption` error as [`Store::visit_queue_records`]
+    /// gives. The same records are visited, and the same offset is returned.
+    ///
+    /// # Errors
+    /// As [`Store::visit_queue_records`].
+    pub fn visit_queue_raw_records(
+        &self,
+        span: &QueueSpan<'_>,
+        mut f: impl FnMut(i64, u64, &[u8]) -> bool,
+    ) -> Result<i64> {
+        let check_crc = span.check_crc;
+        self.walk_queue(span, |queue_offset, phy, bytes, sub| {
+            let quick = if check_crc {
+                None
+            } else {
+                raw_properties(bytes, phy)
+            };
+            let properties = match quick {
+                Some(p) => p,
+                None => view_of(bytes, phy, || self.log_file_path(phy), check_crc)?.properties_raw,
+            };
+            if !sub.is_all() {
+                let tags = raw_property(properties, rocketstore_format::property::TAGS)
+                    .and_then(|t| std::str::from_utf8(t).ok());
+                if !sub.matches_tags(tags) {
+                    return Ok(QueueStep::Skip);
+                }
+            }
+            Ok(if f(queue_offset, phy, bytes) {
+                QueueStep::Take
+            } else {
+                QueueStep::Stop
+            })
+        })
+    }
+
+    /// The walk of [`Store::visit_queue_records`]: `visit(queue_offset, commitlog_offset,
+    /// record bytes, subscription)` for each unit of the span that passes the tags code filter
+    /// and whose record is readable, until `max` were taken.
+    fn walk_queue(
+        &self,
+        span: &QueueSpan<'_>,
+        mut visit: impl FnMut(i64, u64, &[u8], &Subscription) -> Result<QueueStep>,
+    ) -> Result<i64> {
         let QueueSpan {
             topic,
             queue_id,
             from,
             end,
             max,
-            check_crc,
+            check_crc: _,
             subscription,
         } = *span;
         self.check_readable()?;
@@ -500,19 +569,11 @@ impl Store {
                     next = queue_offset + 1;
                     continue;
                 };
-                let v = view_of(bytes, phy, || self.log_file_path(phy), check_crc)?;
-                if !sub.is_all() {
-                    let tags = raw_property(v.properties_raw, rocketstore_format::property::TAGS)
-                        .and_then(|t| std::str::from_utf8(t).ok());
-                    if !sub.matches_tags(tags) {
-                        next = queue_offset + 1;
-                        continue;
-                    }
+                match visit(queue_offset, phy, bytes, &sub)? {
+                    QueueStep::Skip => {}
+                    QueueStep::Stop => return Ok(queue_offset),
+                    QueueStep::Take => taken += 1,
                 }
-                if !f(&v) {
-                    return Ok(queue_offset);
-                }
-                taken += 1;
                 next = queue_offset + 1;
             }
         }
@@ -552,6 +613,30 @@ impl Store {
             })
             .unwrap_or_default()
     }
+}
+
+/// What [`Store::walk_queue`]'s visitor did with a record.
+enum QueueStep {
+    /// Took it (it counts towards the span's `max`).
+    Take,
+    /// Filtered it out.
+    Skip,
+    /// Refused it: the walk ends before it.
+    Stop,
+}
+
+/// The properties of the record `bytes` at commit log offset `phy` if its header checks out
+/// (MAGICCODE, TOTALSIZE equal to its length, PHYSICALOFFSET equal to `phy`, lengths that fit);
+/// `None` otherwise (the caller then decodes it in full, which reports what is wrong).
+fn raw_properties(bytes: &[u8], phy: u64) -> Option<&[u8]> {
+    use rocketstore_format::record::PHYSICAL_OFFSET_POSITION;
+    let size = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+    let at = PHYSICAL_OFFSET_POSITION;
+    let offset = u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?);
+    if usize::try_from(size).ok()? != bytes.len() || offset != phy {
+        return None;
+    }
+    rocketstore_format::body_and_properties(bytes).map(|(_, properties)| properties)
 }
 
 /// Which records of one queue [`Store::visit_queue_records`] visits.
