@@ -333,7 +333,7 @@ impl Projection {
     const STORED: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5);
 
     /// Whether every built column can be filled without decoding the records.
-    fn from_stored_bytes(self) -> bool {
+    fn fills_from_stored_bytes(self) -> bool {
         self.0 & !Self::STORED == 0
     }
 
@@ -977,7 +977,7 @@ impl MessageColumns {
     }
 
     /// Appends the record `rec` (stored bytes) of queue `queue_id` at `queue_offset` and commit
-    /// log offset `phy`, for a projection that [`Projection::from_stored_bytes`] allows: the
+    /// log offset `phy`, for a projection that [`Projection::fills_from_stored_bytes`] allows: the
     /// body is found from the record's length fields alone. Returns `false` like
     /// [`MessageColumns::push`], or if the bytes are not a record (`failed` is then set).
     fn push_stored(&mut self, queue_id: i32, queue_offset: i64, phy: u64, rec: &[u8]) -> bool {
@@ -1640,7 +1640,7 @@ fn build<W: Walk>(
     let threads = build_threads().min(rows_hint / MIN_ROWS_PER_THREAD);
     // Columns filled from the stored bytes alone (the bodies, say) cost a copy per row: a
     // split's plan, helper wake-up and merge copy cost more than they save.
-    let light = want != Projection::ALL && want.from_stored_bytes();
+    let light = want != Projection::ALL && want.fills_from_stored_bytes();
     if threads >= 2 && max_bytes >= PARALLEL_MIN_BYTES && !light {
         // A projected read splits by rows: a split by columns would leave one thread idle.
         let built = match walk.settled() {
@@ -2166,7 +2166,7 @@ impl Walk for QueueWalk<'_> {
             check_crc: self.span.check_crc && crc,
             ..self.span
         };
-        if cols.want.from_stored_bytes() {
+        if cols.want.fills_from_stored_bytes() {
             // No column needs the decoded record (the bodies alone, say): its length fields
             // locate the body. The engine checks the header and decodes what fails it.
             let queue_id = span.queue_id;
