@@ -165,12 +165,15 @@ def test_bad_columns_are_typed_errors(store: Any) -> None:
 
 
 @pytest.mark.parametrize("threads", [2, 3, 4])
-@pytest.mark.parametrize("columns", [["body"], ["tags", "body"], ["msg_id", "queue_offset"]])
+@pytest.mark.parametrize(
+    "columns", [["body"], ["store_size", "body"], ["tags", "body"], ["msg_id", "queue_offset"]]
+)
 def test_large_projected_reads_split_between_threads(
     tmp_path: Path, threads: int, columns: list[str]
 ) -> None:
     """A large projected batch is built by row chunks on several threads (no fallback to
-    one thread) and equals the same columns of the one-thread build."""
+    one thread) and equals the same columns of the one-thread build; a batch of columns
+    filled from the stored bytes alone (the bodies, the queue fields) is built on one."""
     with rocketstore.MessageStore(tmp_path / "s") as s:
         n = 24_000
         s.put_batch(
@@ -197,5 +200,34 @@ def test_large_projected_reads_split_between_threads(
         assert log.equals(one_log)
         assert queue.equals(one_queue)
         assert log.num_rows == queue.num_rows == n
-        assert after[0] > builds, "no split build"
         assert after[1] == fallbacks, "a split build fell back to one thread"
+        light = {"queue_id", "queue_offset", "commitlog_offset", "store_size", "body"}
+        if set(columns) <= light:
+            assert after[0] == builds, "a light projection was split"
+        else:
+            assert after[0] > builds, "no split build"
+
+
+def test_a_bad_unit_is_the_same_error_with_or_without_a_projection(tmp_path: Path) -> None:
+    """The body-only queue read skips decoding the records; a consume queue unit that points
+    into the middle of a record is still reported, as the decoding read reports it."""
+    path = tmp_path / "s"
+    with rocketstore.MessageStore(path) as s:
+        s.put_batch([{"topic": "T", "body": b"%d" % i * 40} for i in range(10)])
+    cq = path / "consumequeue" / "T" / "0" / ("0" * 20)
+    raw = bytearray(cq.read_bytes())
+    phy = int.from_bytes(raw[20:28], "big")  # unit 1
+    raw[20:28] = (phy + 4).to_bytes(8, "big")
+    cq.write_bytes(bytes(raw))
+    with rocketstore.MessageStore(path, read_only=True) as s:
+        errors = []
+        for columns in (None, ["body"], ["queue_offset", "store_size"]):
+            with pytest.raises(rocketstore.CorruptionError) as info:
+                s.get_message_arrow("T", 0, 0, columns=columns)
+            errors.append((info.value.offset, str(info.value)))
+        assert errors[0] == errors[1] == errors[2]
+        assert errors[0][0] == phy + 4
+        # Before the bad unit, the bodies read alike.
+        batch, at = s.get_message_arrow("T", 0, 0, 1, columns=["body"])
+        assert batch.column(0).to_pylist() == [b"0" * 40]
+        assert at == 1

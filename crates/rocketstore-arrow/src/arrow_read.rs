@@ -329,6 +329,16 @@ impl Projection {
         self.0 & (1 << i) != 0
     }
 
+    /// The columns a queue read fills from a record's stored bytes and its consume queue unit
+    /// without decoding the record ([`MessageColumns::push_stored`]): `queue_id`,
+    /// `queue_offset`, `commitlog_offset`, `store_size`, `body`.
+    const STORED: u32 = (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5);
+
+    /// Whether every built column can be filled without decoding the records.
+    fn fills_from_stored_bytes(self) -> bool {
+        self.0 & !Self::STORED == 0
+    }
+
     /// Whether any column split out of the properties is built.
     #[inline]
     fn properties(self) -> bool {
@@ -968,6 +978,43 @@ impl MessageColumns {
         true
     }
 
+    /// Appends the record `rec` (stored bytes) of queue `queue_id` at `queue_offset` and commit
+    /// log offset `phy`, for a projection that [`Projection::fills_from_stored_bytes`] allows: the
+    /// body is found from the record's length fields alone. Returns `false` like
+    /// [`MessageColumns::push`], or if the bytes are not a record (`failed` is then set).
+    fn push_stored(&mut self, queue_id: i32, queue_offset: i64, phy: u64, rec: &[u8]) -> bool {
+        let Some((body, properties)) = rocketstore::format::body_and_properties(rec) else {
+            self.failed = true;
+            return false;
+        };
+        if !self.taken.admit(rec.len(), self.max_bytes) {
+            return false;
+        }
+        if self.count == 0 {
+            self.reserve_like(rec.len(), body.len(), 0, properties);
+        }
+        self.count += 1;
+        let w = self.want;
+        if w.has(1) {
+            self.queue_id.push(queue_id);
+        }
+        if w.has(2) {
+            self.queue_offset.push(queue_offset);
+        }
+        if w.has(3) {
+            self.commitlog_offset
+                .push(i64::try_from(phy).unwrap_or(i64::MAX));
+        }
+        if w.has(4) {
+            self.store_size
+                .push(i32::try_from(rec.len()).unwrap_or(i32::MAX));
+        }
+        if w.has(5) {
+            self.body.push(body);
+        }
+        true
+    }
+
     /// [`MessageColumns::push`] for a projected read (one thread, [`Part::All`]): only the
     /// columns of `want` (the properties are parsed only if one of their columns is wanted).
     fn push_projected(&mut self, v: &RecordView<'_>) -> bool {
@@ -1559,7 +1606,10 @@ fn build<W: Walk>(
     want: Projection,
 ) -> rocketstore::Result<(MessageColumns, W::Pos)> {
     let threads = build_threads().min(rows_hint / MIN_ROWS_PER_THREAD);
-    if threads >= 2 && max_bytes >= PARALLEL_MIN_BYTES {
+    // Columns filled from the stored bytes alone (the bodies, say) cost a copy per row: a
+    // split's plan, helper wake-up and merge copy cost more than they save.
+    let light = want != Projection::ALL && want.fills_from_stored_bytes();
+    if threads >= 2 && max_bytes >= PARALLEL_MIN_BYTES && !light {
         // A projected read splits by rows: a split by columns would leave one thread idle.
         let built = match walk.settled() {
             Some(settled) if threads == 2 && want == Projection::ALL => {
@@ -2084,6 +2134,21 @@ impl Walk for QueueWalk<'_> {
             check_crc: self.span.check_crc && crc,
             ..self.span
         };
+        if cols.want.fills_from_stored_bytes() {
+            // No column needs the decoded record (the bodies alone, say): its length fields
+            // locate the body. The engine checks the header and decodes what fails it.
+            let queue_id = span.queue_id;
+            let next = self.store.visit_queue_raw_records(&span, |at, phy, rec| {
+                cols.push_stored(queue_id, at, phy, rec)
+            })?;
+            if cols.failed {
+                // Bytes the engine accepted but whose lengths do not hold a body: the decoding
+                // walk reports them.
+                *cols = MessageColumns::projected(cols.rows, cols.max_bytes, cols.want);
+                return self.store.visit_queue_records(&span, |v| cols.push(v));
+            }
+            return Ok(next);
+        }
         self.store.visit_queue_records(&span, |v| cols.push(v))
     }
 }

@@ -427,13 +427,111 @@ impl Store {
         span: &QueueSpan<'_>,
         mut f: impl FnMut(&RecordView<'_>) -> bool,
     ) -> Result<i64> {
+        let check_crc = span.check_crc;
+        self.walk_queue(span, |queue_offset, phy, bytes, sub| {
+            let v = view_of(bytes, phy, || self.log_file_path(phy), check_crc)?;
+            self.check_unit_owns(&v, span, queue_offset, phy)?;
+            if !sub.is_all() {
+                let tags = raw_property(v.properties_raw, rocketstore_format::property::TAGS)
+                    .and_then(|t| std::str::from_utf8(t).ok());
+                if !sub.matches_tags(tags) {
+                    return Ok(QueueStep::Skip);
+                }
+            }
+            Ok(if f(&v) {
+                QueueStep::Take
+            } else {
+                QueueStep::Stop
+            })
+        })
+    }
+
+    /// [`Store::visit_queue_records`] without decoding the records: `f(queue_offset,
+    /// commitlog_offset, record)` gets each record's stored bytes (for a reader that needs a
+    /// few fields, such as the bodies: [`rocketstore_format::body_and_properties`]).
+    ///
+    /// A record is checked as far as a reader of its body needs: its MAGICCODE, TOTALSIZE
+    /// equal to the unit's size, PHYSICALOFFSET equal to the unit's offset and lengths that
+    /// fit it. One that fails these (or every record, with the span's `check_crc`) is decoded
+    /// in full first, so damage is the same `Corruption` error as [`Store::visit_queue_records`]
+    /// gives. The same records are visited, and the same offset is returned.
+    ///
+    /// # Errors
+    /// As [`Store::visit_queue_records`].
+    pub fn visit_queue_raw_records(
+        &self,
+        span: &QueueSpan<'_>,
+        mut f: impl FnMut(i64, u64, &[u8]) -> bool,
+    ) -> Result<i64> {
+        let check_crc = span.check_crc;
+        self.walk_queue(span, |queue_offset, phy, bytes, sub| {
+            let quick = if check_crc {
+                None
+            } else {
+                raw_properties(bytes, phy)
+            };
+            let properties = match quick.filter(|p| raw_owner_is(bytes, p, span, queue_offset)) {
+                Some(p) => p,
+                None => {
+                    let v = view_of(bytes, phy, || self.log_file_path(phy), check_crc)?;
+                    self.check_unit_owns(&v, span, queue_offset, phy)?;
+                    v.properties_raw
+                }
+            };
+            if !sub.is_all() {
+                let tags = raw_property(properties, rocketstore_format::property::TAGS)
+                    .and_then(|t| std::str::from_utf8(t).ok());
+                if !sub.matches_tags(tags) {
+                    return Ok(QueueStep::Skip);
+                }
+            }
+            Ok(if f(queue_offset, phy, bytes) {
+                QueueStep::Take
+            } else {
+                QueueStep::Stop
+            })
+        })
+    }
+
+    /// A `Corruption` error unless the record `v` a unit of `span` at `queue_offset` names is
+    /// that unit's own (topic, queue id, queue offset): a unit naming another valid record is
+    /// never served as this queue's message.
+    fn check_unit_owns(
+        &self,
+        v: &RecordView<'_>,
+        span: &QueueSpan<'_>,
+        queue_offset: i64,
+        phy: u64,
+    ) -> Result<()> {
+        if crate::read::unit_owns(v, span.topic, span.queue_id, queue_offset) {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            self.log_file_path(phy),
+            phy,
+            CorruptionKind::Invalid(format!(
+                "the consume queue unit {}/{} at queue offset {queue_offset} names a record of \
+                 {}/{} at queue offset {}",
+                span.topic, span.queue_id, v.topic, v.queue_id, v.queue_offset
+            )),
+        ))
+    }
+
+    /// The walk of [`Store::visit_queue_records`]: `visit(queue_offset, commitlog_offset,
+    /// record bytes, subscription)` for each unit of the span that passes the tags code filter
+    /// and whose record is readable, until `max` were taken.
+    fn walk_queue(
+        &self,
+        span: &QueueSpan<'_>,
+        mut visit: impl FnMut(i64, u64, &[u8], &Subscription) -> Result<QueueStep>,
+    ) -> Result<i64> {
         let QueueSpan {
             topic,
             queue_id,
             from,
             end,
             max,
-            check_crc,
+            check_crc: _,
             subscription,
         } = *span;
         self.check_readable()?;
@@ -501,30 +599,11 @@ impl Store {
                     next = queue_offset + 1;
                     continue;
                 };
-                let v = view_of(bytes, phy, || self.log_file_path(phy), check_crc)?;
-                if !crate::read::unit_owns(&v, topic, queue_id, queue_offset) {
-                    return Err(Error::corruption(
-                        self.log_file_path(phy),
-                        phy,
-                        CorruptionKind::Invalid(format!(
-                            "the consume queue unit {topic}/{queue_id} at queue offset \
-                             {queue_offset} names a record of {}/{} at queue offset {}",
-                            v.topic, v.queue_id, v.queue_offset
-                        )),
-                    ));
+                match visit(queue_offset, phy, bytes, &sub)? {
+                    QueueStep::Skip => {}
+                    QueueStep::Stop => return Ok(queue_offset),
+                    QueueStep::Take => taken += 1,
                 }
-                if !sub.is_all() {
-                    let tags = raw_property(v.properties_raw, rocketstore_format::property::TAGS)
-                        .and_then(|t| std::str::from_utf8(t).ok());
-                    if !sub.matches_tags(tags) {
-                        next = queue_offset + 1;
-                        continue;
-                    }
-                }
-                if !f(&v) {
-                    return Ok(queue_offset);
-                }
-                taken += 1;
                 next = queue_offset + 1;
             }
         }
@@ -564,6 +643,61 @@ impl Store {
             })
             .unwrap_or_default()
     }
+}
+
+/// What [`Store::walk_queue`]'s visitor did with a record.
+enum QueueStep {
+    /// Took it (it counts towards the span's `max`).
+    Take,
+    /// Filtered it out.
+    Skip,
+    /// Refused it: the walk ends before it.
+    Stop,
+}
+
+/// The properties of the record `bytes` at commit log offset `phy` if its header checks out
+/// (MAGICCODE, TOTALSIZE equal to its length, PHYSICALOFFSET equal to `phy`, lengths that fit);
+/// `None` otherwise (the caller then decodes it in full, which reports what is wrong).
+fn raw_properties(bytes: &[u8], phy: u64) -> Option<&[u8]> {
+    use rocketstore_format::record::PHYSICAL_OFFSET_POSITION;
+    let size = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+    let at = PHYSICAL_OFFSET_POSITION;
+    let offset = u64::from_be_bytes(bytes.get(at..at + 8)?.try_into().ok()?);
+    if usize::try_from(size).ok()? != bytes.len() || offset != phy {
+        return None;
+    }
+    rocketstore_format::body_and_properties(bytes).map(|(_, properties)| properties)
+}
+
+/// Whether the record `bytes` (whose properties `properties` [`raw_properties`] found) has the
+/// topic, queue id and queue offset of `span`'s unit at `queue_offset`, read without decoding
+/// it: QUEUEID and QUEUEOFFSET at their fixed positions, and the topic right before the
+/// properties' 2-byte length. `false` sends the record to the full decode and its check.
+fn raw_owner_is(bytes: &[u8], properties: &[u8], span: &QueueSpan<'_>, queue_offset: i64) -> bool {
+    use rocketstore_format::record::{QUEUE_ID_POSITION, QUEUE_OFFSET_POSITION};
+    let field = |at: usize, n: usize| bytes.get(at..at + n);
+    let queue_id = field(QUEUE_ID_POSITION, 4).and_then(|b| b.try_into().ok());
+    let offset = field(QUEUE_OFFSET_POSITION, 8).and_then(|b| b.try_into().ok());
+    if queue_id.map(i32::from_be_bytes) != Some(span.queue_id)
+        || offset.map(i64::from_be_bytes) != Some(queue_offset)
+    {
+        return false;
+    }
+    // `properties` is a sub-slice of `bytes`: its start, less the 2-byte length, ends the topic.
+    let props_at = (properties.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+    let topic = span.topic.as_bytes();
+    let Some(topic_at) = props_at.checked_sub(2 + topic.len()) else {
+        return false;
+    };
+    // The topic's length field: 1 byte (V1) for the topics a V1 record holds, 2 bytes (V2).
+    let len_ok = match u8::try_from(topic.len()) {
+        Ok(n) if n <= 127 => topic_at >= 1 && bytes.get(topic_at - 1) == Some(&n),
+        _ => {
+            let n = u16::try_from(topic.len()).unwrap_or(u16::MAX).to_be_bytes();
+            topic_at >= 2 && bytes.get(topic_at - 2..topic_at) == Some(&n[..])
+        }
+    };
+    len_ok && bytes.get(topic_at..topic_at + topic.len()) == Some(topic)
 }
 
 /// Which records of one queue [`Store::visit_queue_records`] visits.
