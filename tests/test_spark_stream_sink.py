@@ -152,17 +152,16 @@ def test_readers_stop_at_the_last_commit_record(tmp_path: Path) -> None:
     store = root / store_name(0)
     root.mkdir()
     (root / SINK_METADATA).write_text(json.dumps({"stores": 1, "config": {}}))
-    ident = {"query": "q", "run": "r1", "partition": 0, "attempt": 0}
     with rocketstore.MessageStore(store) as s:
         for i in range(5):
             s.put("Orders", f"ok-{i}".encode(), queue_id=i % 2)
-        put_task(s, batch=0, messages=5, **ident)
+        put_task(s, query="q", run="r1", batch=0, partition=0, attempt=0, messages=5)
         put_commit(s, None, query="q", batch=0, messages=5)
         # Batch 1: rows and a task record, not committed yet; then rows of a dead attempt.
         for i in range(3):
             s.put("Orders", f"pending-{i}".encode(), queue_id=i % 2)
         s.put("Other", b"pending-new-topic")
-        put_task(s, batch=1, messages=4, **ident)
+        put_task(s, query="q", run="r1", batch=1, partition=0, attempt=0, messages=4)
         s.put("Orders", b"torn")
         s.flush()
 
@@ -171,7 +170,7 @@ def test_readers_stop_at_the_last_commit_record(tmp_path: Path) -> None:
     assert queues == {("Orders", 0): (0, 3), ("Orders", 1): (0, 2), ("Other", 0): (0, 0)}
     reader = RocketStoreReader({"path": str(root)}, MESSAGE_SCHEMA)
     bodies = sorted(
-        bytes(b).decode()
+        bytes(b or b"").decode()
         for p in reader.partitions()
         for batch in reader.read(p)
         for b in batch.column("body").to_pylist()
