@@ -32,6 +32,8 @@ Main names:
   on write; reads return bodies as stored, with their ``sys_flag``).
 * :func:`rebuild_indexes`: offline repair, rewrites consume queues and index files of a
   closed store from its commit log.
+* :func:`truncate_store`: cuts a closed store's commit log, consume queues and index back to a
+  record boundary (RocketMQ's ``truncateDirtyFiles``).
 * :func:`verify_store`: every check of one closed store (CRC, framing, consume queues, gaps,
   index, manifest entry) in one native call, returning a :class:`StoreReport`.
 * :mod:`rocketstore.exceptions`: the exception tree (root :class:`MessageStoreError`).
@@ -57,6 +59,7 @@ from rocketstore._native import (
     config_fields,
     decompress_body,
     rebuild_indexes,
+    truncate_store,
     verify_store,
 )
 from rocketstore._status import GetMessageStatus, PutMessageStatus
@@ -113,6 +116,7 @@ __all__ = [
     "decompress_body",
     "exceptions",
     "rebuild_indexes",
+    "truncate_store",
     "verify_store",
 ]
 

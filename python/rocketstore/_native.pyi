@@ -95,6 +95,7 @@ __all__ = [
     "rebuild_indexes",
     "spark_conform",
     "spark_read_log",
+    "truncate_store",
     "verify_store",
 ]
 
@@ -272,7 +273,6 @@ class MessageStore:
         path: str | os.PathLike[str],
         *,
         read_only: bool = False,
-        truncate_to: int | None = None,
         **config: _ConfigValue,
     ) -> MessageStore: ...
     def put(
@@ -609,6 +609,20 @@ def rebuild_indexes(path: str | os.PathLike[str], **config: _ConfigValue) -> dic
 
         report = rocketstore.rebuild_indexes("/data/store")
         print(report["records"], "records re-dispatched")
+    """
+
+def truncate_store(
+    path: str | os.PathLike[str], end_offset: int, **config: _ConfigValue
+) -> dict[str, Any]:
+    """Cuts a closed store's commit log back to ``end_offset`` (a record boundary): the records
+    from there on leave the commit log, the consume queues and the index.
+
+    Example::
+
+        with rocketstore.MessageStore("/data/store") as s:
+            mark = s.max_commitlog_offset()
+            s.put("TopicTest", b"undo me")
+        rocketstore.truncate_store("/data/store", mark)
     """
 
 @final

@@ -133,12 +133,6 @@ class MessageStore(_native.MessageStore):
     or ``flush_disk_type="SYNC_FLUSH"``; an unknown name raises
     :class:`~rocketstore.exceptions.InvalidConfigError` with the closest matches.
     ``read_only=True`` opens any RocketMQ store without changing a byte and refuses writes.
-    ``truncate_to=offset`` cuts the commit log back to ``offset`` before the open returns
-    (RocketMQ's ``truncateDirtyFiles``): every record from there on leaves the commit log, the
-    consume queues and the index, and appends continue at ``offset``. ``offset`` must be the
-    start of a record or the end of the commit log (else
-    :class:`~rocketstore.exceptions.OffsetOutOfRangeError` or an ``InvalidMessageError`` naming
-    ``end_offset``, and nothing changes); e.g. ``max_commitlog_offset()`` taken earlier.
 
     One process may have a directory open for writing (a second one gets
     :class:`~rocketstore.exceptions.StoreLockedError`). The handle is thread-safe and releases

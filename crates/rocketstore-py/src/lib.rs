@@ -72,6 +72,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::ConfigField>()?;
     m.add_function(wrap_pyfunction!(config::config_fields, m)?)?;
     m.add_function(wrap_pyfunction!(store::rebuild_indexes, m)?)?;
+    m.add_function(wrap_pyfunction!(store::truncate_store, m)?)?;
     m.add_function(wrap_pyfunction!(schema_of, m)?)?;
     m.add_function(wrap_pyfunction!(compression::decompress_body, m)?)?;
     m.add_function(wrap_pyfunction!(compression::compress_body, m)?)?;

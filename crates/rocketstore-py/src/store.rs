@@ -213,12 +213,11 @@ fn offset_arg(py: Python<'_>, store: &Store, offset: i64) -> PyResult<u64> {
 #[pymethods]
 impl MessageStore {
     #[new]
-    #[pyo3(signature = (path, *, read_only = false, truncate_to = None, **config))]
+    #[pyo3(signature = (path, *, read_only = false, **config))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         read_only: bool,
-        truncate_to: Option<i64>,
         config: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let config = config_from_kwargs(py, config)?;
@@ -239,29 +238,13 @@ impl MessageStore {
             return Err(err);
         }
         let root = path.clone();
-        let cut = match truncate_to {
-            None => None,
-            Some(_) if read_only => {
-                let e = Error::InvalidArgument {
-                    field: "truncate_to",
-                    reason: "a read-only open cannot cut the commit log".into(),
-                };
-                return Err(map_error(py, &e));
-            }
-            Some(v) => Some(u64::try_from(v).map_err(|_| {
-                let e = Error::OffsetOutOfRange {
-                    requested: v,
-                    min: 0,
-                    max: i64::MAX,
-                };
-                map_error(py, &e)
-            })?),
-        };
         let store = py
-            .detach(move || match (read_only, cut) {
-                (true, _) => Store::open_read_only(&root, config),
-                (false, Some(end)) => Store::open_truncated(&root, config, end),
-                (false, None) => Store::open(&root, config),
+            .detach(move || {
+                if read_only {
+                    Store::open_read_only(&root, config)
+                } else {
+                    Store::open(&root, config)
+                }
             })
             .map_err(|e| map_error(py, &e))?;
         Ok(MessageStore {
@@ -1659,6 +1642,60 @@ impl ScanIterator {
             if self.decompress { "True" } else { "False" },
         ))
     }
+}
+
+/// Cuts a closed store's commit log back to ``end_offset`` (RocketMQ's ``truncateDirtyFiles``)
+/// and returns a report dict.
+///
+/// Every record from ``end_offset`` on leaves the commit log (later files are deleted, the rest
+/// of the file is zeroed and synced), the consume queues and the index; the checkpoint is
+/// rewritten, so the next open appends at ``end_offset`` with the queue offsets the kept records
+/// reach. ``end_offset`` must be the start of a record, or the end of the commit log (nothing to
+/// cut), e.g. a ``max_commitlog_offset()`` taken earlier: otherwise
+/// :class:`OffsetOutOfRangeError` (outside the commit log) or :class:`InvalidMessageError`
+/// (``end_offset`` inside a record) is raised and nothing changes. A store that was not closed
+/// cleanly is recovered first. Takes the store's lock (:class:`StoreLockedError` if it is open).
+/// ``config`` keywords are those of :class:`MessageStore`. Keys: ``end_offset``,
+/// ``commitlog_files_removed``.
+///
+/// Example:
+///
+/// ```python
+/// with rocketstore.MessageStore("/data/store") as s:
+///     mark = s.max_commitlog_offset()
+///     s.put("TopicTest", b"undo me")
+/// rocketstore.truncate_store("/data/store", mark)
+/// ```
+#[pyfunction]
+#[pyo3(signature = (path, end_offset, **config))]
+pub(crate) fn truncate_store<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    end_offset: i64,
+    config: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let config = config_from_kwargs(py, config)?;
+    let end = u64::try_from(end_offset).map_err(|_| {
+        let e = Error::OffsetOutOfRange {
+            requested: end_offset,
+            min: 0,
+            max: i64::MAX,
+        };
+        map_error(py, &e)
+    })?;
+    let (end, removed) = py
+        .detach(move || {
+            let store = Store::open_truncated(&path, config, end)?;
+            let removed = store.recovery_report().files_removed;
+            let end = store.max_commitlog_offset();
+            store.close()?;
+            Ok::<_, Error>((end, removed))
+        })
+        .map_err(|e| map_error(py, &e))?;
+    let d = PyDict::new(py);
+    d.set_item("end_offset", end)?;
+    d.set_item("commitlog_files_removed", removed)?;
+    Ok(d)
 }
 
 /// Rebuilds every consume queue and index file of a closed store from its commit log alone

@@ -18,7 +18,7 @@ a broker loads and keeps them, producers and ordinary consumers leave them alone
 What a reader may see is what the last commit record covers: a queue's messages below its
 ``queues`` offset. Whatever lies past it (rows and task records of a batch not yet committed, or
 of an attempt that died) is invisible to the ``rocketstore`` readers, and is cut away by the next
-writer before it appends (``MessageStore(path, truncate_to=...)``).
+writer before it appends (``rocketstore.truncate_store``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Protocol (``_sink_log`` describes the records):
      task record: it writes nothing;
    * anything past the last record it may keep (the commit record, then the task records of the
      same query, run and batch) was left by an attempt that died or by a run that did not
-     commit: the store is cut back there (``MessageStore(path, truncate_to=...)``) first.
+     commit: the store is cut back there (``rocketstore.truncate_store``) first.
 
    Then it appends its rows and a task record, flushes (rows and record are durable together)
    and closes the store.
@@ -256,8 +256,9 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
     # ---- opening a store ----------------------------------------------------------------
 
     def _open(self, path: Path, truncate_to: int | None = None) -> MessageStore:
-        """Opens a store for writing, waiting while another writer holds it."""
-        from rocketstore import MessageStore
+        """Opens a store for writing (cut back to ``truncate_to`` first, if given), waiting
+        while another writer holds it."""
+        from rocketstore import MessageStore, truncate_store
 
         config: dict[str, Any] = dict(self.writer.config)
         config.setdefault("populate_mapped_file", False)
@@ -266,7 +267,10 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         delay = 0.01
         while True:
             try:
-                return MessageStore(path, truncate_to=truncate_to, **config)
+                if truncate_to is not None:
+                    truncate_store(path, truncate_to, **config)
+                    truncate_to = None
+                return MessageStore(path, **config)
             except StoreLockedError as e:
                 if time.monotonic() >= deadline:
                     e.add_note(
