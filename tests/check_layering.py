@@ -71,8 +71,8 @@ ENGINE_LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("background services (threads around run_once)", ["service"]),
     (
-        "recovery and offline repair",
-        ["recovery", "rebuild", "tail_index"],
+        "recovery, offline repair and the geometry a store's files give",
+        ["recovery", "rebuild", "tail_index", "geometry"],
     ),
     ("the store and what reads a whole store", ["store", "verify", "lib"]),
 ]
