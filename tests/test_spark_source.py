@@ -251,7 +251,7 @@ def test_unknown_columns_and_options_fail_before_tasks(spark: SparkSession, tmp_
     with pytest.raises(Exception, match="extra"):
         _write(df, tmp_path / "a")
     ok = df.drop("extra")
-    with pytest.raises(Exception, match="mappedfilesizecommitlog"):
+    with pytest.raises(Exception, match="mappedFileSizeCommitLog"):
         ok.write.format("rocketstore").mode("append").option(
             "mappedFileSizeComitLog", "1048576"
         ).save(str(tmp_path / "b"))
@@ -787,7 +787,7 @@ def test_options_accept_both_spellings_and_reject_typos() -> None:
         "flush_disk_type": "SYNC_FLUSH",
         "message_index_enable": False,
     }
-    with pytest.raises(InvalidConfigError, match="mappedfilesizecommitlog") as info:
+    with pytest.raises(InvalidConfigError, match="mappedFileSizeCommitLog") as info:
         split_options({"mappedfilesizecomitlog": "1"}, [], what="writer")
     assert info.value.key == "mappedfilesizecomitlog"
     with pytest.raises(InvalidConfigError, match="at least 4096"):

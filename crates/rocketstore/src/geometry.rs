@@ -20,6 +20,31 @@ use crate::error::{Error, Result};
 /// A non-empty directory with none of [`STORE_MARKERS`] is not a store.
 const STORE_MARKERS: &[&str] = &["commitlog", "consumequeue", "checkpoint", "abort", "lock"];
 
+/// The files a broker keeps in `<root>/config/` (consumer offsets, topics, delay offsets,
+/// subscription groups, ..., each with its `.bak`): a root holding such a `config/` is a
+/// broker's store with no message yet, not a foreign directory.
+const BROKER_CONFIG_FILES: &[&str] = &[
+    "consumerOffset.json",
+    "topics.json",
+    "delayOffset.json",
+    "subscriptionGroup.json",
+    "consumerFilter.json",
+    "consumerOrderInfo.json",
+    "lmqConsumerOffset.json",
+];
+
+/// Whether `dir` holds one of [`BROKER_CONFIG_FILES`] (or its `.bak`).
+fn holds_broker_config(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.filter_map(|e| e.ok()).any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let base = name.strip_suffix(".bak").unwrap_or(&name);
+            BROKER_CONFIG_FILES.contains(&base)
+        })
+    })
+}
+
 /// Entries that do not make a directory non-empty: a file system's `lost+found` (a store at a
 /// mount point) and hidden files (`.DS_Store`, editors' files).
 fn ignorable(name: &str) -> bool {
@@ -29,7 +54,7 @@ fn ignorable(name: &str) -> bool {
 /// Refuses a writable open of a non-empty directory that is not a store (a home directory, a
 /// project's source tree: the open would create `commitlog/`, `lock`, `abort`... in it). A
 /// missing or empty directory, or one with any of `commitlog/`, `consumequeue/`, `checkpoint`,
-/// `abort` or `lock`, is fine.
+/// `abort`, `lock` or a `config/` holding a broker's files, is fine.
 ///
 /// # Errors
 /// [`Error::UnsupportedFormat`] naming the directory and what it holds.
@@ -43,7 +68,9 @@ pub(crate) fn check_is_store(root: &Path) -> Result<()> {
     for e in entries {
         let e = e.map_err(|e| Error::io("read_dir", root, e))?;
         let name = e.file_name().to_string_lossy().into_owned();
-        if STORE_MARKERS.contains(&name.as_str()) {
+        if STORE_MARKERS.contains(&name.as_str())
+            || (name == "config" && holds_broker_config(&e.path()))
+        {
             return Ok(());
         }
         if !ignorable(&name) {
@@ -59,7 +86,8 @@ pub(crate) fn check_is_store(root: &Path) -> Result<()> {
         path: root.to_path_buf(),
         reason: format!(
             "not a store: a non-empty directory without commitlog/, consumequeue/, checkpoint, \
-             abort or lock (it holds {}); a store is created only in a new or empty directory",
+             abort, lock or a broker's config/ (it holds {}); a store is created only in a new \
+             or empty directory",
             others.join(", ")
         ),
     })
