@@ -224,6 +224,9 @@ def test_running_context_with_another_interpreter_fails_before_any_task(
     _java_or_skip()
     env = unactivated_env()
     env["PYSPARK_PYTHON"] = str(bare_python)
+    # The Python data source's own check: with the JVM connector (the default) writes and plain
+    # reads need no Python worker at all.
+    env["ROCKETSTORE_SPARK_JVM"] = "0"
     script = tmp_path / "job.py"
     script.write_text(MISMATCH_SCRIPT)
     proc = subprocess.run(

@@ -313,11 +313,6 @@ def _blocks(path: Path) -> int:
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=False,
-    reason="closed stores keep their preallocated blocks until the 'space' change (issue 39, "
-    "sparse closed stores) is merged",
-)
 def test_batch_write_of_20_rows_into_2_stores_takes_little_disk(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -334,11 +329,6 @@ def test_batch_write_of_20_rows_into_2_stores_takes_little_disk(
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=False,
-    reason="closed stores keep their preallocated blocks until the 'space' change (issue 39, "
-    "sparse closed stores) is merged",
-)
 def test_stream_of_80_rows_in_2_batches_takes_little_disk(
     spark: SparkSession, tmp_path: Path
 ) -> None:

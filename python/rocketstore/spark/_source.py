@@ -15,7 +15,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketstore.spark._interpreter import checked_source
-from rocketstore.spark._jvm import add_to_session
+from rocketstore.spark._jvm import add_to_session, session_has_connector
 from rocketstore.spark._reader import RocketStoreReader, schema_for
 from rocketstore.spark._stream import RocketStoreStreamReader
 from rocketstore.spark._stream_writer import RocketStoreStreamWriter
@@ -93,7 +93,14 @@ def register(spark: SparkSession | None = None) -> None:
         if spark is None:
             raise RuntimeError("no active SparkSession to register the rocketstore source on")
     # A stand-in that fails with a clear error when the workers' interpreter lacks rocketstore.
-    spark.dataSource.register(checked_source(spark, RocketStoreDataSource))
+    try:
+        spark.dataSource.register(checked_source(spark, RocketStoreDataSource))
+    except Exception as e:
+        # With the JVM connector in the session, `rocketstore` names its JVM source, and Spark
+        # refuses a Python source of the same name: the connector serves the format (and hands
+        # what it does not serve to the Python source Spark discovered, pyspark_rocketstore).
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e) or not session_has_connector(spark):
+            raise
     # The JVM connector, when the session runs without it (started before the jar was put on
     # its classpath): batch reads and write tasks in the JVM.
     add_to_session(spark)
