@@ -1478,16 +1478,7 @@ impl IndexService {
             in_use(&self.dir, list.get_mut(i).and_then(Arc::get_mut))?
                 .cut_to(keep, store_time_of)?;
         }
-        self.remove(&doomed)?;
-        let full_end = self
-            .snapshot()
-            .iter()
-            .filter(|f| f.is_full())
-            .map(|f| f.end_timestamp())
-            .max()
-            .unwrap_or(0);
-        self.last_full_end_timestamp
-            .store(full_end, Ordering::Release);
+        self.remove_and_refresh(&doomed)?;
         Ok(true)
     }
 
@@ -1596,7 +1587,14 @@ impl IndexService {
             in_use(&self.dir, list.get_mut(i).and_then(Arc::get_mut))?
                 .cut_to(keep, store_time_of)?;
         }
-        self.remove(&doomed)?;
+        self.remove_and_refresh(&doomed)?;
+        Ok(())
+    }
+
+    /// Removes `doomed` and recomputes the store time up to which full files index every
+    /// record (the newest end of the full files that remain).
+    fn remove_and_refresh(&self, doomed: &[Arc<IndexFile>]) -> Result<()> {
+        self.remove(doomed)?;
         let full_end = self
             .snapshot()
             .iter()
@@ -1667,16 +1665,7 @@ impl IndexService {
         };
         let doomed = files.get(first..).unwrap_or_default().to_vec();
         drop(files);
-        self.remove(&doomed)?;
-        let full_end = self
-            .snapshot()
-            .iter()
-            .filter(|f| f.is_full())
-            .map(|f| f.end_timestamp())
-            .max()
-            .unwrap_or(0);
-        self.last_full_end_timestamp
-            .store(full_end, Ordering::Release);
+        self.remove_and_refresh(&doomed)?;
         Ok(doomed.len())
     }
 
