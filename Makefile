@@ -87,12 +87,39 @@ $(DEPS_STAMP): requirements-dev.txt
 
 venv: $(DEPS_STAMP) ## Create .venv and install the Python tools and libraries (no Rust build)
 
-$(NATIVE_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
+# ---- release builds: one target, one linker --------------------------------------------
+# Every release build of the workspace (the extension installed into .venv, the JVM connector's
+# library, the wheel, the benches) compiles for $(RUST_TRIPLE) with zig (the `ziglang` package,
+# run through maturin's `maturin zig cc`/`zig ar`) as C compiler and linker, against glibc 2.28's
+# symbols. The libraries made by `make build` are then the ones the wheel ships, they run on
+# RHEL 8, Debian 11, Ubuntu 20.04 and newer whatever glibc this machine has, and the engine and
+# its dependencies are compiled once for all of them (the same target directory, the same
+# compiler environment, the same features: tests/check_shared_builds.py).
+ARCH         := $(shell uname -m)
+CARGO_TARGET := $(or $(CARGO_TARGET_DIR),target)
+ZIG_TRIPLE   := $(ARCH)-linux-gnu.2.28
+RUST_TRIPLE  := $(ARCH)-unknown-linux-gnu
+RUST_TRIPLE_ENV := $(subst -,_,$(RUST_TRIPLE))
+RUST_TRIPLE_UPPER := $(shell echo $(RUST_TRIPLE_ENV) | tr a-z A-Z)
+RELEASE_DIR  := $(CARGO_TARGET)/$(RUST_TRIPLE)/release
+ZIG_WRAPPERS := $(abspath $(VENV))/zig
+ZIG_STAMP    := $(ZIG_WRAPPERS)/.stamp
+ZIG_ENV      := PATH="$(abspath $(VENV_BIN)):$$PATH" CC_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/cc \
+	AR_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/ar CARGO_TARGET_$(RUST_TRIPLE_UPPER)_LINKER=$(ZIG_WRAPPERS)/cc
+
+$(ZIG_STAMP): $(DEPS_STAMP)
+	@mkdir -p $(ZIG_WRAPPERS)
+	@printf '#!/bin/sh\nexec "%s" zig cc -- -g -fno-sanitize=all -target $(ZIG_TRIPLE) "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/cc
+	@printf '#!/bin/sh\nexec "%s" zig ar -- "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/ar
+	@chmod +x $(ZIG_WRAPPERS)/cc $(ZIG_WRAPPERS)/ar
+	@touch $@
+
+$(NATIVE_STAMP): $(DEPS_STAMP) $(ZIG_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
 	$(call say,Resolving Rust dependencies (Cargo.lock$(if $(IS_CI), must be up to date in CI, is refreshed if a manifest changed)))
 	$(CARGO) fetch $(LOCKED)
-	$(call say,Building the Rust extension rocketstore._native (release) and installing the package into $(VENV)/ (editable: python/ is used in place))
-	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV_BIN)):$$PATH" \
-		$(VENV_BIN)/maturin develop --release --locked
+	$(call say,Building the Rust extension rocketstore._native (release, $(RUST_TRIPLE) linked by zig against glibc 2.28) and installing the package into $(VENV)/ (editable: python/ is used in place))
+	VIRTUAL_ENV="$(abspath $(VENV))" $(ZIG_ENV) \
+		$(VENV_BIN)/maturin develop --release --locked --target $(RUST_TRIPLE)
 	@touch $@
 
 # ---- the JVM Spark connector: jvm/ (Java, javac) + crates/rocketstore-jni (the .so) ---------
@@ -105,22 +132,20 @@ $(NATIVE_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) pyproject.toml $(NATIVE_FORCE)
 JVM_DIR      := python/rocketstore/spark/jvm
 JVM_JAR      := $(JVM_DIR)/rocketstore-spark.jar
 JVM_SOURCES  := $(shell find jvm/src -type f 2>/dev/null)
-CARGO_TARGET := $(or $(CARGO_TARGET_DIR),target)
 JVM_LIB      := $(VENV)/jni/librocketstore_jni.so
-ARCH         := $(shell uname -m)
 JNI_RESOURCE := rocketstore/spark/native/linux-$(ARCH)
 
-$(JVM_LIB): $(DEPS_STAMP) $(RUST_INPUTS)
-	$(call say,Building the JVM connector's native library (crates/rocketstore-jni, release))
-	@# As maturin builds the extension: the library alone, as a cdylib. Its dependencies are then
-	@# compiled as for the extension (bitcode only, for the cdylib's LTO), so the build reuses them
-	@# (tests/check_shared_builds.py); with the crate's rlib as well they would be compiled again.
-	$(CARGO) rustc $(LOCKED) --release -p rocketstore-jni --lib --crate-type cdylib
+$(JVM_LIB): $(DEPS_STAMP) $(ZIG_STAMP) $(RUST_INPUTS)
+	$(call say,Building the JVM connector's native library (crates/rocketstore-jni, release, $(RUST_TRIPLE) linked by zig against glibc 2.28))
+	@# As maturin builds the extension: the library alone, as a cdylib, in the same target and
+	@# environment. Its dependencies are then compiled as for the extension (bitcode only, for the
+	@# cdylib's LTO), so the build reuses them (tests/check_shared_builds.py); with the crate's rlib
+	@# as well they would be compiled again. Debug info off (41 MB -> a few MB); the symbol table
+	@# stays for profilers.
+	$(ZIG_ENV) $(CARGO) rustc $(LOCKED) --release --target $(RUST_TRIPLE) \
+		-p rocketstore-jni --lib --crate-type cdylib -- -C strip=debuginfo
 	@mkdir -p $(dir $@)
-	@# Debug info off (41 MB -> a few MB); the symbol table stays for profilers.
-	@if command -v strip >/dev/null 2>&1; then \
-		strip --strip-debug -o $@ $(CARGO_TARGET)/release/librocketstore_jni.so; \
-	else cp $(CARGO_TARGET)/release/librocketstore_jni.so $@; fi
+	cp $(RELEASE_DIR)/librocketstore_jni.so $@
 
 # pack-jar LIB: compiles jvm/ against PySpark's jars and writes $(JVM_JAR) with LIB inside.
 define pack-jar
@@ -160,42 +185,23 @@ WHEEL_COMPAT := manylinux_2_28
 WHEEL_STAMP  := $(DIST)/.wheel.stamp
 PY_INPUTS    := $(shell find python -type f \( -name '*.py' -o -name '*.pyi' -o -name py.typed \) 2>/dev/null)
 
-# The wheel's jar carries a JNI library linked like the extension: by zig (through maturin's own
-# `maturin zig cc`/`zig ar`, as `maturin build --zig` does), against glibc 2.28's symbols, the C
-# code of its dependencies (zstd) compiled by zig too. It is built in a target directory of its
-# own ($(CARGO_TARGET)/jni-zig), so that it and the other builds never rebuild each other's
-# dependencies; the first build there compiles the engine and arrow once more.
-ZIG_TRIPLE   := $(ARCH)-linux-gnu.2.28
-RUST_TRIPLE  := $(ARCH)-unknown-linux-gnu
-RUST_TRIPLE_ENV := $(subst -,_,$(RUST_TRIPLE))
-RUST_TRIPLE_UPPER := $(shell echo $(RUST_TRIPLE_ENV) | tr a-z A-Z)
-ZIG_TARGET   := $(CARGO_TARGET)/jni-zig
-ZIG_WRAPPERS := $(abspath $(VENV))/zig-jni
-WHEEL_JNI    := $(ZIG_TARGET)/$(RUST_TRIPLE)/release/librocketstore_jni.so
-
-$(WHEEL_STAMP): $(DEPS_STAMP) $(RUST_INPUTS) $(PY_INPUTS) $(JVM_SOURCES) pyproject.toml README.md tests/check_wheel.py
-	$(call say,Building the JVM connector's native library for the wheel: $(RUST_TRIPLE) linked by zig against glibc 2.28 ($(ZIG_TARGET)))
-	@mkdir -p $(ZIG_WRAPPERS)
-	@printf '#!/bin/sh\nexec "%s" zig cc -- -g -fno-sanitize=all -target $(ZIG_TRIPLE) "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/cc
-	@printf '#!/bin/sh\nexec "%s" zig ar -- "$$@"\n' "$(abspath $(VENV_BIN))/maturin" > $(ZIG_WRAPPERS)/ar
-	@chmod +x $(ZIG_WRAPPERS)/cc $(ZIG_WRAPPERS)/ar
-	PATH="$(abspath $(VENV_BIN)):$$PATH" CC_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/cc AR_$(RUST_TRIPLE_ENV)=$(ZIG_WRAPPERS)/ar \
-		CARGO_TARGET_$(RUST_TRIPLE_UPPER)_LINKER=$(ZIG_WRAPPERS)/cc \
-		$(CARGO) rustc $(LOCKED) --release --target $(RUST_TRIPLE) --target-dir $(ZIG_TARGET) \
-		-p rocketstore-jni --lib --crate-type cdylib -- -C strip=debuginfo
-	$(call pack-jar,$(WHEEL_JNI))
-	$(call say,Building the release wheel into $(DIST)/: $(WHEEL_COMPAT) abi3 linked by zig (cargo --locked), with the JVM connector's jar)
+# The wheel ships the jar `make build` made (its JNI library linked by zig like the extension).
+# maturin builds the extension in the target and environment of the other release builds (not
+# with its own --zig, whose compiler wrappers differ and would recompile every C dependency and
+# everything above it), then checks the result against the manylinux_2_28 policy.
+$(WHEEL_STAMP): $(DEPS_STAMP) $(ZIG_STAMP) $(JVM_JAR) $(RUST_INPUTS) $(PY_INPUTS) pyproject.toml README.md tests/check_wheel.py
+	$(call say,Building the release wheel into $(DIST)/: $(WHEEL_COMPAT) abi3, $(RUST_TRIPLE) linked by zig (cargo --locked), with the JVM connector's jar)
 	rm -rf "$(DIST)"
-	VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV_BIN)):$$PATH" \
-		$(VENV_BIN)/maturin build --release --locked --strip --zig --compatibility $(WHEEL_COMPAT) \
-		--interpreter $(PY) --out $(DIST)
+	VIRTUAL_ENV="$(abspath $(VENV))" $(ZIG_ENV) \
+		$(VENV_BIN)/maturin build --release --locked --strip --target $(RUST_TRIPLE) \
+		--compatibility $(WHEEL_COMPAT) --interpreter $(PY) --out $(DIST)
 	$(call say,Building the sdist into $(DIST)/)
 	$(VENV_BIN)/maturin sdist --out $(DIST)
 	$(call say,Checking $(DIST)/ (tests/check_wheel.py): tags; ELF libraries and GLIBC_ versions <= 2.28 (the extension and the jar's JNI library); auditwheel show; sdist files)
 	$(PY) tests/check_wheel.py --max-glibc 2.28 --require-sdist --require-jvm $(DIST)
 	@touch $@
 
-wheel: $(WHEEL_STAMP) ## Build and check dist/: a manylinux_2_28 abi3 wheel (maturin --zig) and an sdist
+wheel: $(WHEEL_STAMP) ## Build and check dist/: a manylinux_2_28 abi3 wheel (linked by zig) and an sdist
 
 java-check: ## Check that Java 17+ is available (Spark and the Java test fixtures need it)
 	$(call say,Checking for Java 17 or newer (PySpark starts a JVM))
@@ -285,9 +291,10 @@ KEEP_GOING := $(findstring k,$(filter-out --%,$(firstword -$(MAKEFLAGS))))
 
 # Four phases, each started only if the ones before passed (or with -k). Two of them run two
 # jobs at once, each step's output kept together: the virtualenv (pip, mostly waiting on the
-# network) beside the Rust lints, and the release wheel (zig links it, so it compiles the engine
-# again) beside the Rust tests, which run one after another (the kill -9 harness keeps about one
-# core busy). The result is the same as running the steps in order.
+# network) beside the Rust lints, and the release wheel (it reuses the release build of
+# `make build`: only the extension crate is compiled again, stripped) beside the Rust tests,
+# which run one after another (the kill -9 harness keeps about one core busy). The result is the
+# same as running the steps in order.
 TEST_PHASES := "-j2 --output-sync=target java-check venv lint-rust" "lint-python" \
 	"-j2 --output-sync=target test-rust-in-order wheel" "test-python"
 
@@ -349,10 +356,10 @@ ifneq ($(and $(CRASH_TEST),$(HAVE_NEXTEST)),)
 	$(CRASH_ENV) $(CARGO) test $(LOCKED) -p rocketstore --test crash
 endif
 
-bench-check:
+bench-check: $(ZIG_STAMP)
 ifneq ($(wildcard benches/Cargo.toml),)
 	$(call say,Rust benchmarks compile: cargo bench --no-run)
-	$(CARGO) bench $(LOCKED) -p rocketstore-benches --no-run
+	$(ZIG_ENV) $(CARGO) bench $(LOCKED) --target $(RUST_TRIPLE) -p rocketstore-benches --no-run
 endif
 
 rust-failpoint-tests:
@@ -377,7 +384,7 @@ endif
 # The wheel is built first: tests/test_wheel.py installs it into a new virtualenv.
 test-python: build wheel java-check ## Python tests: pytest -m 'not slow' (builds dist/ first)
 	$(call say,Python tests: pytest -m 'not slow' in $(PYTEST_WORKERS) worker processes)
-	$(PY) -m pytest -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal --durations 15 $(PYTEST_ARGS)
 
 test-python-all: build wheel java-check
 	$(call say,Python tests: pytest (all markers, including slow))
@@ -404,7 +411,7 @@ bench: build ## Run the criterion benches and `rocketstore bench` (peers, Spark,
 	@start=$$(date +%s); summary="$$(mktemp)"; trap 'rm -f "$$summary"' EXIT; \
 	if [ -f benches/Cargo.toml ]; then \
 		printf '\n==> %s\n' "Rust benchmarks: cargo bench -p rocketstore-benches (ROCKETSTORE_BENCH_DIR picks the disk)"; \
-		ROCKETSTORE_BENCH_SUMMARY="$$summary" $(CARGO) bench $(LOCKED) -p rocketstore-benches || exit $$?; \
+		ROCKETSTORE_BENCH_SUMMARY="$$summary" $(ZIG_ENV) $(CARGO) bench $(LOCKED) --target $(RUST_TRIPLE) -p rocketstore-benches || exit $$?; \
 	fi; \
 	printf '\n==> %s\n' "The suite: $(VENV_BIN)/rocketstore bench $(BENCH_ARGS) (writes BENCHMARKS.md's tables)"; \
 	$(VENV_BIN)/rocketstore bench $(BENCH_ARGS) --json benches/bench.json \
