@@ -361,6 +361,35 @@ pub(crate) fn verify_store(
     Ok(report.into())
 }
 
+/// The file geometry a writable open of the store at `path` would use, given store
+/// configuration keywords `config` (see `rocketstore::store_geometry`): a dict of
+/// ``mapped_file_size_commit_log``, ``mapped_file_size_consume_queue``, ``max_hash_slot_num``
+/// and ``max_index_num``, taken from the store's files where `config` leaves them at their
+/// defaults. Reads only. Raises `InvalidConfigError` (``key`` = the keyword) when a value of
+/// `config` contradicts the files. The Spark data source checks its options with it on the
+/// driver, before any task runs.
+#[pyfunction]
+#[pyo3(signature = (path, **config))]
+pub(crate) fn spark_store_geometry<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    config: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let config = config_from_kwargs(py, config)?;
+    let c = py
+        .detach(move || rocketstore::store_geometry(&path, config))
+        .map_err(|e| crate::error::map_error(py, &e))?;
+    let d = PyDict::new(py);
+    d.set_item("mapped_file_size_commit_log", c.mapped_file_size_commit_log)?;
+    d.set_item(
+        "mapped_file_size_consume_queue",
+        c.consume_queue_file_size(),
+    )?;
+    d.set_item("max_hash_slot_num", c.max_hash_slot_num)?;
+    d.set_item("max_index_num", c.max_index_num)?;
+    Ok(d)
+}
+
 /// Adds this module's functions and classes to the extension module.
 pub(crate) fn register(m: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()> {
     m.add_class::<PyCheck>()?;
@@ -370,5 +399,6 @@ pub(crate) fn register(m: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decompress_bodies, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_batch, m)?)?;
     m.add_function(wrap_pyfunction!(verify_store, m)?)?;
+    m.add_function(wrap_pyfunction!(spark_store_geometry, m)?)?;
     Ok(())
 }

@@ -58,7 +58,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from rocketstore._stores import find_stores
 from rocketstore.exceptions import InvalidConfigError, StoreLockedError
 from rocketstore.spark._heap import freeze_worker_heap
-from rocketstore.spark._options import normalize, parse_int
+from rocketstore.spark._options import GEOMETRY_FIELDS, normalize, option_spelling, parse_int
 from rocketstore.spark._sink_log import (
     Commit,
     TaskRecord,
@@ -196,7 +196,9 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             )
             err.key = "streamId"
             raise err
+        given = set(rest)
         self.writer = RocketStoreWriter(rest, schema, overwrite=False, live_marker=False)
+        self._given = {f for f in GEOMETRY_FIELDS if option_spelling(rest, f) in given}
         self.stores = parse_int("stores", own.get("stores", "4"), minimum=1)
         if self.stores > 10_000:
             err = InvalidConfigError(f"option 'stores' must be 1-10000, not {self.stores}")
@@ -205,14 +207,14 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         self.lock_timeout_ms = parse_int(
             "lockTimeoutMs", own.get("locktimeoutms", "600000"), minimum=0
         )
-        self._init_root()
+        self._init_root(rest)
 
     @property
     def root(self) -> str:
         """The sink root."""
         return self.writer.root
 
-    def _init_root(self) -> None:
+    def _init_root(self, rest_options: Mapping[str, str]) -> None:
         """Creates the sink metadata, or checks the root's against the options (driver side)."""
         root = Path(self.root)
         recorded = sink_config(root)
@@ -225,6 +227,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
                 )
                 err.key = "stores"
                 raise err
+            self._take_recorded_geometry(recorded, rest_options)
             return
         if root.is_dir() and find_stores(root):
             err = InvalidConfigError(
@@ -248,6 +251,32 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             os.fsync(f.fileno())
         os.replace(tmp, root / SINK_METADATA)
         _fsync_dir(root)
+
+    def _take_recorded_geometry(
+        self, recorded: Mapping[str, Any], options: Mapping[str, str]
+    ) -> None:
+        """The geometry the root's metadata records, for stores no batch has created yet; a
+        geometry option that contradicts it is refused (the stores' files, if any, were
+        checked by the batch writer's ``_take_geometry``)."""
+        config = recorded.get("config")
+        if not isinstance(config, dict):
+            return
+        for key in GEOMETRY_FIELDS:
+            value = config.get(key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            given = self.writer.config.get(key)
+            if given is None:
+                self.writer.config[key] = value
+            elif given != value and key in self._given:
+                spelled = option_spelling(options, key)
+                err = InvalidConfigError(
+                    f"option {spelled}={given} contradicts the sink root {self.root}: its "
+                    f"stores are made with {key}={value} (see {SINK_METADATA}); leave the "
+                    "option out (the root's own value is used)"
+                )
+                err.key = spelled
+                raise err
 
     def store_path(self, index: int) -> Path:
         """The directory of store ``index``."""

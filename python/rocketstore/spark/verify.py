@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocketstore._stores import MANIFEST, find_stores, read_manifest, store_key
+from rocketstore.spark._options import GEOMETRY_FIELDS, check_geometry
 from rocketstore.spark._report import CHECKS, MAX_EXAMPLES, Check, VerifyReport
 from rocketstore.spark._sink_log import MARKER_TOPIC
 
@@ -474,7 +475,7 @@ def _compare_source(
 class _Plan:
     """The stores under a root, their manifest entries and the report's checks."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], config: Mapping[str, Any]) -> None:
         base = Path(os.path.abspath(os.fspath(root)))
         if not base.is_dir():
             raise FileNotFoundError(2, "no such directory to verify", str(base))
@@ -483,6 +484,8 @@ class _Plan:
             raise FileNotFoundError(
                 2, "no RocketMQ store (a directory with commitlog/) at or below", str(base)
             )
+        if any(k in config for k in GEOMETRY_FIELDS):  # refused before any task runs
+            check_geometry(found, config, {k: str(v) for k, v in config.items()})
         manifest_root = base if (base / MANIFEST).exists() or base not in found else base.parent
         self.base = base
         self.found = found
@@ -630,7 +633,7 @@ def verify(
 
     ensure_registered(spark)
     t0 = time.perf_counter()
-    plan = _Plan(root)
+    plan = _Plan(root, config)
     stores = plan.stores
     with_queue = expected is not None and "queue_id" in expected.columns
     # The source's per-queue digests are aggregated by a second Spark job, in a thread, while
@@ -708,7 +711,7 @@ def verify_local(
         assert report.ok, report.failed_checks
     """
     t0 = time.perf_counter()
-    plan = _Plan(root)
+    plan = _Plan(root, config)
     n = max(1, min(len(plan.stores), workers or os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rocketstore-verify") as pool:
         parts = pool.map(lambda s: _store_rows(s[0], s[1], s[2], sample_keys, config), plan.stores)
