@@ -41,9 +41,10 @@ Manifest (``<root>/_SUCCESS``, JSON)::
 offset after its last record (the store's ``max_commitlog_offset()``); ``bytes`` is the sum
 of the records' sizes (``max_offset - min_offset`` minus the blanks at file ends);
 ``config`` holds the store configuration options the writer was given, which the reader
-applies when it opens the store (index and consume queue geometry are not recorded in the
-files). With ``mode("append")`` the new stores are added to the stores the old manifest
-listed.
+applies when it opens the store. With ``mode("append")`` the new stores are added to the stores
+the old manifest listed, and take the file geometry of the newest existing store where the
+options leave it out (a geometry option that contradicts an existing store's files is refused
+before any task runs).
 
 ``body_digest`` is order-independent so a verifier can recompute it with a plain aggregation:
 the sum, over the store's messages, of the first 60 bits of SHA-256(body) read as an unsigned
