@@ -683,6 +683,7 @@ def verify_store(
     manifest_entry: Mapping[str, Any] | None = None,
     sample_keys: int | None = None,
     message_digest: bool | None = None,
+    committed_end: int | None = None,
     **config: _ConfigValue,
 ) -> StoreReport:
     """Verifies one store, opened read-only, in one native call (CRC, framing, consume queue

@@ -329,7 +329,9 @@ fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
 /// keyed records) and, given its `_SUCCESS` entry, the manifest's counts and body digest. With
 /// `message_digest` (True: queue ids included, False: not), `message_digests` also sums each
 /// record's `bulk::message_hash` (Spark SQL's `xxhash64(topic, [queue_id,] keys, tags, body)`)
-/// per queue for the comparison with a source. One native call
+/// per queue for the comparison with a source. With `committed_end` (a stream sink's store:
+/// the end of its last committed micro-batch) the records from there on are checked but not
+/// counted in messages, bytes, queues and digests. One native call
 /// with the interpreter released; it never raises for damage (that is in the report), only for
 /// bad arguments.
 ///
@@ -340,7 +342,8 @@ fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
 /// assert report.ok, [c.examples for c in report.checks if not c.passed]
 /// ```
 #[pyfunction]
-#[pyo3(signature = (path, *, name=None, manifest_entry=None, sample_keys=None, message_digest=None, **config))]
+#[pyo3(signature = (path, *, name=None, manifest_entry=None, sample_keys=None, message_digest=None, committed_end=None, **config))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn verify_store(
     py: Python<'_>,
     path: PathBuf,
@@ -348,6 +351,7 @@ pub(crate) fn verify_store(
     manifest_entry: Option<&Bound<'_, PyDict>>,
     sample_keys: Option<usize>,
     message_digest: Option<bool>,
+    committed_end: Option<u64>,
     config: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyStoreReport> {
     let config = config_from_kwargs(py, config)?;
@@ -356,6 +360,7 @@ pub(crate) fn verify_store(
         manifest: manifest_entry.map(self::manifest_entry),
         sample_keys,
         message_digest,
+        committed_end,
     };
     let report = py.detach(move || rocketstore::verify_store(&path, config, &opts));
     Ok(report.into())

@@ -126,12 +126,16 @@ def verify_store(
     if isinstance(listed, Mapping):
         options.update(listed)
     options.update(config or {})
+    # A stream sink's store: what readers see ends at its last committed micro-batch; a batch
+    # being appended (or one that died half-way) is checked but not counted.
+    committed_end, tail = _sink_committed_end(path, options)
     report = native_verify(
         os.fspath(path),
         name=name if name is not None else os.fspath(path),
         manifest_entry=dict(manifest_entry) if manifest_entry is not None else None,
         sample_keys=sample_keys,
         message_digest=message_digest,
+        committed_end=committed_end,
         **options,
     )
     checks = {
@@ -157,7 +161,35 @@ def verify_store(
     }
     if message_digest is not None:
         stats["message_digests"] = [[t, q, n, str(d)] for t, q, n, d in report.message_digests]
+    if committed_end is not None:
+        stats["committed_end"] = committed_end
+        if tail:
+            checks["framing"].note(
+                f"{name if name is not None else os.fspath(path)}: {tail:,} bytes past the last "
+                "committed micro-batch of the stream sink (checked, not counted: readers do not "
+                "see them)"
+            )
     return checks, stats
+
+
+def _sink_committed_end(
+    path: str | os.PathLike[str], config: Mapping[str, Any]
+) -> tuple[int | None, int]:
+    """For a stream sink's store: (the end of its last commit record, the bytes past it);
+    (None, 0) for any other store (or one that does not open: the checks report that)."""
+    from rocketstore.exceptions import MessageStoreError
+    from rocketstore.spark._reader import is_sink_store
+    from rocketstore.spark._sink_log import last_commit
+
+    if not is_sink_store(Path(path)):
+        return None, 0
+    try:
+        with _open_read_only(path, config) as store:
+            commit = last_commit(store)
+            end = commit.after if commit is not None else store.min_commitlog_offset()
+            return end, max(0, store.max_commitlog_offset() - end)
+    except (MessageStoreError, OSError):
+        return None, 0
 
 
 def _store_rows(
@@ -364,6 +396,8 @@ def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> An
         pa, pc = _arrow()
         from rocketstore._native import body_sha256
         from rocketstore.exceptions import MessageStoreError
+        from rocketstore.spark._reader import is_sink_store
+        from rocketstore.spark._sink_log import last_commit
 
         for batch in batches:
             for i in batch.column(0).to_pylist():
@@ -374,6 +408,9 @@ def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> An
                     continue  # the framing check reports it; its rows count as missing
                 with store:
                     off, hi = store.min_commitlog_offset(), store.max_commitlog_offset()
+                    if is_sink_store(Path(path)):  # up to its last committed micro-batch
+                        commit = last_commit(store)
+                        hi = min(hi, commit.after) if commit is not None else off
                     while off < hi:
                         b, nxt = store.read_arrow(off, max_messages=_SCAN_BATCH)
                         if b.num_rows == 0 or nxt <= off:
