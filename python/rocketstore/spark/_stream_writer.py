@@ -65,6 +65,7 @@ from rocketstore.spark._sink_log import (
     last_commit,
     put_commit,
     put_task,
+    save_commit,
     tasks_since,
 )
 from rocketstore.spark._writer import RocketStoreWriter, _bad_statuses, _fsync_dir, _prepare
@@ -320,7 +321,10 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         and batch that follow it without a gap of records of any other attempt.
         """
         commit = last_commit(store)
-        keep = commit.after if commit is not None else store.min_commitlog_offset()
+        first = store.min_commitlog_offset()
+        # Past a commit whose own file cleanup deleted (its copy in COMMIT_FILE answered), all
+        # that is left is uncommitted: kept from the first record on, it is cut below.
+        keep = max(commit.after, first) if commit is not None else first
         ours: list[TaskRecord] = []
         for t in tasks_since(store, keep):
             if (t.query, t.run, t.batch) != (query, run, batch):
@@ -443,6 +447,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         try:
             commit, keep, ours = self._kept(store, query, run, batch)
             if commit is not None and commit.committed(query, batch):
+                save_commit(store)  # a driver that died before copying it
                 return
             found = {t.partition for t in ours}
             missing = sorted({m.partition for m in messages} - found)
@@ -457,6 +462,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
                 store, commit, query=query, batch=batch, messages=sum(t.messages for t in ours)
             )
             store.flush()
+            save_commit(store)  # the bookkeeping outlives the file that holds the record
             with contextlib.suppress(Exception):  # retention must never fail a commit
                 store.delete_expired_files()
         finally:
