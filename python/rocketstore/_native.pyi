@@ -95,6 +95,7 @@ __all__ = [
     "rebuild_indexes",
     "spark_conform",
     "spark_read_log",
+    "spark_store_geometry",
     "truncate_store",
     "verify_store",
 ]
