@@ -27,8 +27,10 @@ Protocol (``_sink_log`` describes the records):
 2. The driver's ``commit`` appends to every store the batch touched a commit record (query id,
    batch id, the end offset, every queue's next offset, the last batch of every query that
    wrote the store), after checking that every task's record is there and cutting away anything
-   past the last one; then it flushes, runs a cleanup pass (expired commit log files, see
-   ``fileReservedTime``) and closes the store. A store whose commit record already names the
+   past the last one; then it flushes, copies the record into the store's
+   ``rocketstore_sink_commit.json`` (what survives if cleanup ever deletes the record's file),
+   runs a cleanup pass (expired commit log files, see ``fileReservedTime``) and closes the
+   store. A store whose commit record already names the
    batch is left alone, so a replayed commit writes nothing twice.
 
 Readers (``spark.read`` / ``spark.readStream`` of ``format("rocketstore")``) read a sink's store
