@@ -725,6 +725,8 @@ def prepare_batch(
 ) -> tuple[Any | None, int, int]:
     """Queue ids for the rows of a batch without one, the body digest, the next counter."""
 
-def spark_store_geometry(path: str | os.PathLike[str], **config: int | bool | str) -> dict[str, int]:
+def spark_store_geometry(
+    path: str | os.PathLike[str], **config: int | bool | str
+) -> dict[str, int]:
     """The file geometry a writable open of ``path`` would use with ``config`` (taken from the
     store's files where ``config`` leaves it at the default); reads only."""
