@@ -95,6 +95,7 @@ __all__ = [
     "rebuild_indexes",
     "spark_conform",
     "spark_read_log",
+    "spark_store_geometry",
     "truncate_store",
     "verify_store",
 ]
@@ -683,6 +684,7 @@ def verify_store(
     manifest_entry: Mapping[str, Any] | None = None,
     sample_keys: int | None = None,
     message_digest: bool | None = None,
+    committed_end: int | None = None,
     **config: _ConfigValue,
 ) -> StoreReport:
     """Verifies one store, opened read-only, in one native call (CRC, framing, consume queue
@@ -722,3 +724,9 @@ def prepare_batch(
     batch: Any, queue_selector: str, queue_nums: int, counter: int
 ) -> tuple[Any | None, int, int]:
     """Queue ids for the rows of a batch without one, the body digest, the next counter."""
+
+def spark_store_geometry(
+    path: str | os.PathLike[str], **config: int | bool | str
+) -> dict[str, int]:
+    """The file geometry a writable open of ``path`` would use with ``config`` (taken from the
+    store's files where ``config`` leaves it at the default); reads only."""

@@ -329,7 +329,9 @@ fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
 /// keyed records) and, given its `_SUCCESS` entry, the manifest's counts and body digest. With
 /// `message_digest` (True: queue ids included, False: not), `message_digests` also sums each
 /// record's `bulk::message_hash` (Spark SQL's `xxhash64(topic, [queue_id,] keys, tags, body)`)
-/// per queue for the comparison with a source. One native call
+/// per queue for the comparison with a source. With `committed_end` (a stream sink's store:
+/// the end of its last committed micro-batch) the records from there on are checked but not
+/// counted in messages, bytes, queues and digests. One native call
 /// with the interpreter released; it never raises for damage (that is in the report), only for
 /// bad arguments.
 ///
@@ -340,7 +342,8 @@ fn manifest_entry(d: &Bound<'_, PyDict>) -> ManifestEntry {
 /// assert report.ok, [c.examples for c in report.checks if not c.passed]
 /// ```
 #[pyfunction]
-#[pyo3(signature = (path, *, name=None, manifest_entry=None, sample_keys=None, message_digest=None, **config))]
+#[pyo3(signature = (path, *, name=None, manifest_entry=None, sample_keys=None, message_digest=None, committed_end=None, **config))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn verify_store(
     py: Python<'_>,
     path: PathBuf,
@@ -348,6 +351,7 @@ pub(crate) fn verify_store(
     manifest_entry: Option<&Bound<'_, PyDict>>,
     sample_keys: Option<usize>,
     message_digest: Option<bool>,
+    committed_end: Option<u64>,
     config: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyStoreReport> {
     let config = config_from_kwargs(py, config)?;
@@ -356,9 +360,39 @@ pub(crate) fn verify_store(
         manifest: manifest_entry.map(self::manifest_entry),
         sample_keys,
         message_digest,
+        committed_end,
     };
     let report = py.detach(move || rocketstore::verify_store(&path, config, &opts));
     Ok(report.into())
+}
+
+/// The file geometry a writable open of the store at `path` would use, given store
+/// configuration keywords `config` (see `rocketstore::store_geometry`): a dict of
+/// ``mapped_file_size_commit_log``, ``mapped_file_size_consume_queue``, ``max_hash_slot_num``
+/// and ``max_index_num``, taken from the store's files where `config` leaves them at their
+/// defaults. Reads only. Raises `InvalidConfigError` (``key`` = the keyword) when a value of
+/// `config` contradicts the files. The Spark data source checks its options with it on the
+/// driver, before any task runs.
+#[pyfunction]
+#[pyo3(signature = (path, **config))]
+pub(crate) fn spark_store_geometry<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    config: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let config = config_from_kwargs(py, config)?;
+    let c = py
+        .detach(move || rocketstore::store_geometry(&path, config))
+        .map_err(|e| crate::error::map_error(py, &e))?;
+    let d = PyDict::new(py);
+    d.set_item("mapped_file_size_commit_log", c.mapped_file_size_commit_log)?;
+    d.set_item(
+        "mapped_file_size_consume_queue",
+        c.consume_queue_file_size(),
+    )?;
+    d.set_item("max_hash_slot_num", c.max_hash_slot_num)?;
+    d.set_item("max_index_num", c.max_index_num)?;
+    Ok(d)
 }
 
 /// Adds this module's functions and classes to the extension module.
@@ -370,5 +404,6 @@ pub(crate) fn register(m: &Bound<'_, pyo3::types::PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decompress_bodies, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_batch, m)?)?;
     m.add_function(wrap_pyfunction!(verify_store, m)?)?;
+    m.add_function(wrap_pyfunction!(spark_store_geometry, m)?)?;
     Ok(())
 }

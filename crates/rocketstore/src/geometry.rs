@@ -176,6 +176,21 @@ pub(crate) fn resolve(root: &Path, config: &mut StoreConfig) -> Result<()> {
     Ok(())
 }
 
+/// The configuration `config` becomes when a store at `root` is opened writable: the commit
+/// log, consume queue and index geometry taken from its files where `config` leaves them at
+/// their defaults (see [`resolve`]). Reads only; nothing is created, locked or changed. Lets a
+/// caller that opens many stores (the Spark data source) check its settings against every
+/// store before any of them is opened.
+///
+/// # Errors
+/// [`Error::Config`] naming the keyword, its value and the value the files hold, as a writable
+/// open would.
+pub fn store_geometry(root: &Path, mut config: StoreConfig) -> Result<StoreConfig> {
+    config.validate()?;
+    resolve(root, &mut config)?;
+    Ok(config)
+}
+
 /// The lengths of the non-empty regular files of `dir` whose name passes `name_ok`.
 fn lens(dir: &Path, name_ok: impl Fn(&str) -> bool) -> Vec<u64> {
     let Ok(entries) = std::fs::read_dir(dir) else {

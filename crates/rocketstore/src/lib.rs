@@ -59,6 +59,7 @@ pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode,
 pub use dispatch::Subscription;
 pub use dispatch::UndispatchableTopic;
 pub use error::{message_with_sources, CorruptionKind, Error, Result};
+pub use geometry::store_geometry;
 pub use message::{
     GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,
     TransactionType,

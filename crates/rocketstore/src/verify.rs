@@ -127,6 +127,10 @@ pub struct VerifyOptions {
     /// [`QueueSummary::message_digest`], with (`Some(true)`) or without (`Some(false)`) the
     /// queue id in each message's digest, for a comparison with the source of the messages.
     pub message_digest: Option<bool>,
+    /// The end of what readers of the store may see (a stream sink's last committed
+    /// micro-batch ends there): records at or past it are still checked, but not counted in
+    /// the messages, bytes, queues and digests of the report. None: every record counts.
+    pub committed_end: Option<u64>,
 }
 
 /// One queue of a verified store.
@@ -226,9 +230,16 @@ struct Scan {
     plain: Vec<u8>,
     /// Records whose compressed body does not decompress: (offset, why).
     bad_bodies: Vec<(u64, CodecError)>,
+    /// [`VerifyOptions::committed_end`].
+    committed_end: Option<u64>,
 }
 
 impl Scan {
+    /// Whether the record at `offset` counts in the report (see [`VerifyOptions::committed_end`]).
+    fn counts(&self, offset: u64) -> bool {
+        self.committed_end.is_none_or(|end| offset < end)
+    }
+
     fn topic_id(&mut self, topic: &str) -> u32 {
         if let Some(&id) = self.topic_ids.get(topic) {
             return id;
@@ -266,14 +277,17 @@ impl Scan {
                 v.body
             }
         };
-        if let Some(with_queue) = self.message_digest {
+        let counted = self.counts(offset);
+        if let (Some(with_queue), true) = (self.message_digest, counted) {
             let keys = raw_property(props, property::KEYS).unwrap_or_default();
             let tags = raw_property(props, property::TAGS).unwrap_or_default();
             let queue = with_queue.then_some(v.queue_id);
             let d = message_hash(v.topic.as_bytes(), queue, keys, tags, body);
             *self.sums.entry((topic, v.queue_id)).or_default() += u128::from(d);
         }
-        self.digest += u128::from(digest_of(body));
+        if counted {
+            self.digest += u128::from(digest_of(body));
+        }
         let rollback = v.sys_flag & sysflag::TRANSACTION_MASK == sysflag::TRANSACTION_ROLLBACK_TYPE;
         if rollback {
             return; // never indexed (spec 6.3)
@@ -405,7 +419,8 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
     report.max_offset = hi;
 
     let span = LogSpan { lo, hi, file_size };
-    let scan = scan(&store, &label, span, crc, framing, opts.message_digest);
+    let counting = (opts.message_digest, opts.committed_end);
+    let scan = scan(&store, &label, span, crc, framing, counting);
     check_framing(&store, &label, &scan, span, framing);
     let queues = store.consume_queues();
     let units = read_units(&store, &scan, &queues, &label, gap);
@@ -413,17 +428,22 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
     check_gap_free(&label, &scan, &units, &queues, gap);
     check_index(&store, &label, &scan, opts.sample_keys, index);
 
-    let bytes: u64 = scan.records.iter().map(|r| u64::from(r.size)).sum();
+    let counted: Vec<&Rec> = scan
+        .records
+        .iter()
+        .filter(|r| scan.counts(r.offset))
+        .collect();
+    let bytes: u64 = counted.iter().map(|r| u64::from(r.size)).sum();
     let mut per_queue: BTreeMap<(String, i32), u64> = BTreeMap::new();
-    for r in &scan.records {
+    for r in &counted {
         *per_queue
             .entry((scan.topics[r.topic as usize].clone(), r.queue_id))
             .or_default() += 1;
     }
     let found = ManifestEntry {
-        messages: Some(scan.records.len() as u64),
+        messages: Some(counted.len() as u64),
         bytes: Some(bytes),
-        min_offset: Some(scan.records.first().map_or(0, |r| r.offset)),
+        min_offset: Some(counted.first().map_or(0, |r| r.offset)),
         max_offset: Some(hi),
         queues: Some(
             per_queue
@@ -442,7 +462,7 @@ pub fn verify_store(path: &Path, config: StoreConfig, opts: &VerifyOptions) -> S
         None => manifest.skipped += 1,
     }
 
-    report.messages = scan.records.len() as u64;
+    report.messages = counted.len() as u64;
     report.bytes = bytes;
     report.body_digest = scan.digest;
     let limits: BTreeMap<(String, i32), (i64, i64)> = queues
@@ -491,11 +511,12 @@ fn scan(
     span: LogSpan,
     crc: &mut Check,
     framing: &mut Check,
-    message_digest: Option<bool>,
+    (message_digest, committed_end): (Option<bool>, Option<u64>),
 ) -> Scan {
     let LogSpan { lo, hi, file_size } = span;
     let mut s = Scan {
         message_digest,
+        committed_end,
         ..Scan::default()
     };
     let next_file = |o: u64| o.checked_div(file_size).map_or(hi, |n| (n + 1) * file_size);

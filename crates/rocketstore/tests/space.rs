@@ -74,6 +74,10 @@ fn check_closed_store(n: usize) {
     let lens = lengths(&root);
     let used = blocks(&root);
     let goal = data + data / 10 + MIB;
+    eprintln!(
+        "{n} messages: {used} bytes of blocks for {data} bytes of data ({:.3}x, goal {goal})",
+        used as f64 / data as f64
+    );
     assert!(
         used <= goal,
         "{n} messages: {used} bytes of blocks for {data} bytes of data (goal {goal}): {:#?}",

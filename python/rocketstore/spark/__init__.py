@@ -100,8 +100,9 @@ Reader option            Meaning
                          ``CorruptionError`` naming file and offset. Default ``false``.
 ``maxMessagesPerBatch``  Rows per Arrow batch (default 16384).
 ``maxOffsetsPerTrigger`` Streaming only: messages per microbatch over all queues.
-store configuration      Geometry of stores written with non-default settings, e.g.
-                         ``maxHashSlotNum``/``maxIndexNum`` for the index.
+store configuration      Not needed for the geometry (file sizes, index slots and entries):
+                         it comes from each store's files; a value given that contradicts
+                         them is refused before any task runs.
 =======================  =====================================================================
 
 Bodies are read as stored, with their ``sys_flag``; :func:`decompressed` turns a DataFrame

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Mapping
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rocketstore.exceptions import InvalidConfigError
@@ -21,10 +23,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EARLIEST",
+    "GEOMETRY_FIELDS",
     "LATEST",
     "OffsetSpec",
+    "check_geometry",
+    "geometry_options",
     "lookup_offset",
     "normalize",
+    "option_spelling",
     "parse_bool",
     "parse_int",
     "parse_offsets",
@@ -222,3 +228,111 @@ def lookup_offset(spec: OffsetSpec, default: int, store: str, topic: str, queue_
         if queues is not None and queue_id in queues:
             return queues[queue_id]
     return default
+
+
+#: The store configuration fields that describe a store's files (commit log file size, consume
+#: queue file size, index geometry): a store's own files say what they are, so the data
+#: source takes them from the files and refuses an option that contradicts them.
+GEOMETRY_FIELDS = (
+    "mapped_file_size_commit_log",
+    "mapped_file_size_consume_queue",
+    "max_hash_slot_num",
+    "max_index_num",
+)
+
+
+def option_spelling(options: Mapping[str, str], field: str) -> str:
+    """The key of ``options`` that sets store configuration ``field``, as the user spelled it
+    (``mappedFileSizeCommitLog``; a key Spark lowercased is given in RocketMQ's camelCase),
+    else the field's RocketMQ name (else ``field``)."""
+    index = _config_index()
+    for key in options:
+        f = index.get(normalize(key))
+        if f is not None and f.name == field:
+            camel = f.rocketmq_name if f.rocketmq_name and ":" not in f.rocketmq_name else None
+            # Spark lowercases option names (``mappedfilesizecommitlog``): name those in
+            # RocketMQ's camelCase, as the user most likely wrote them.
+            if camel and key == key.lower() and "_" not in key and key != field:
+                return camel
+            return key
+    for f in index.values():
+        if f.name == field and f.rocketmq_name and ":" not in f.rocketmq_name:
+            return f.rocketmq_name
+    return field
+
+
+def geometry_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options of ``options`` that set a geometry field, as given (name -> value)."""
+    index = _config_index()
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        f = index.get(normalize(key))
+        if f is not None and f.name in GEOMETRY_FIELDS:
+            out[key] = str(value)
+    return out
+
+
+def _store_geometry(store: str | os.PathLike[str], config: Mapping[str, Any]) -> dict[str, int]:
+    from rocketstore._native import spark_store_geometry
+
+    return dict(spark_store_geometry(os.fspath(store), **config))
+
+
+def check_geometry(
+    stores: Sequence[str | os.PathLike[str]],
+    config: Mapping[str, Any],
+    options: Mapping[str, str],
+) -> dict[str, int]:
+    """Checks the geometry options in ``config`` against the files of every store in ``stores``
+    and returns the geometry of the last of them (``{}`` without stores).
+
+    ``config`` is the store configuration :func:`split_options` parsed from ``options`` (the
+    Spark options as given, for naming an option as the user spelled it). A geometry field
+    ``config`` does not set is taken from each store's files when the store is opened; one it
+    sets must be what the files hold, else :class:`~rocketstore.exceptions.InvalidConfigError`
+    names the option (as spelled) and the value the files hold, on the driver, before any
+    task runs. Without geometry options only the last store is read (to learn its geometry).
+    """
+    from rocketstore.exceptions import InvalidConfigError
+
+    given = {k: config[k] for k in GEOMETRY_FIELDS if k in config}
+    if not stores:
+        return {}
+    found: dict[str, int] = {}
+    for store in stores if given else stores[-1:]:
+        try:
+            found = _store_geometry(store, given)
+        except InvalidConfigError as e:
+            key = str(getattr(e, "key", "") or "")
+            if not given:
+                return {}  # files of no single geometry (the open reports what is wrong)
+            if key not in given:
+                raise
+            spelled = option_spelling(options, key)
+            raise _config_error(
+                spelled,
+                f"option {spelled}={given[key]} contradicts the files of the store "
+                f"{os.fspath(store)}: {_reason(e)}; leave the option out (the store's own "
+                "value is used)",
+            ) from None
+        for key, value in given.items():
+            have = found.get(key)
+            want = value
+            if key == "mapped_file_size_consume_queue" and isinstance(value, int):
+                want = -(-value // 20) * 20  # whole 20-byte units, as the engine rounds it
+            if have is not None and want != have:
+                spelled = option_spelling(options, key)
+                raise _config_error(
+                    spelled,
+                    f"option {spelled}={value} contradicts the files of the store "
+                    f"{os.fspath(store)}: they hold {key}={have}; leave the option out (the "
+                    "store's own value is used)",
+                )
+    return found
+
+
+def _reason(e: Exception) -> str:
+    """What the files hold, from the engine's message of a contradicting geometry value
+    (``... contradicts the store's files: its commit log files are 1048576; leave ...``)."""
+    m = re.search(r"contradicts? the store's files: (.*?)(?:; leave .*)?$", str(e), re.S)
+    return m.group(1) if m else str(e)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +43,11 @@ from rocketstore.exceptions import InvalidConfigError
 from rocketstore.spark._heap import freeze_worker_heap
 from rocketstore.spark._options import (
     EARLIEST,
+    GEOMETRY_FIELDS,
     LATEST,
     OffsetSpec,
+    check_geometry,
+    geometry_options,
     lookup_offset,
     normalize,
     parse_bool,
@@ -205,6 +208,8 @@ class ReadSettings:
     batch_size: int
     max_offsets_per_trigger: int | None
     config: dict[str, int | bool | str]
+    #: The geometry options as the user spelled them (option name -> value), to name them.
+    geometry_options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, what: str = "reader") -> ReadSettings:
@@ -268,10 +273,15 @@ class ReadSettings:
                 else None
             ),
             config=config,
+            geometry_options=geometry_options(options),
         )
 
     def stores(self) -> list[Path]:
-        """Every store root under the path; an error if there is none."""
+        """Every store root under the path; an error if there is none.
+
+        Geometry options (``mappedFileSizeCommitLog``, ...) are checked against every store's
+        files here, on the driver: one that contradicts them is refused before a task runs.
+        """
         root = Path(self.root)
         if not root.is_dir():
             raise FileNotFoundError(2, "no such directory to read stores from", self.root)
@@ -280,6 +290,8 @@ class ReadSettings:
             raise FileNotFoundError(
                 2, "no RocketMQ store (a directory with commitlog/) at or below", self.root
             )
+        if any(k in self.config for k in GEOMETRY_FIELDS):
+            check_geometry(stores, self.config, self.geometry_options)
         return stores
 
     def open(self, store: str | Path) -> MessageStore:

@@ -19,12 +19,22 @@ What a reader may see is what the last commit record covers: a queue's messages 
 ``queues`` offset. Whatever lies past it (rows and task records of a batch not yet committed, or
 of an attempt that died) is invisible to the ``rocketstore`` readers, and is cut away by the next
 writer before it appends (``rocketstore.truncate_store``).
+
+Expired-file cleanup (``fileReservedTime``) deletes old commit log files with the records in
+them. The newest commit record always lies in the store's last file when it is written; it can
+only be deleted if rows that were never committed follow it into later files and then outlive
+the reserved time. So the driver also keeps a copy of the last commit record in
+:data:`COMMIT_FILE` inside the store (written atomically after the record is flushed), which
+:func:`last_commit` falls back to when the record itself is gone: the exactly-once bookkeeping
+survives any cleanup.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from dataclasses import dataclass, field
+import os
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +42,7 @@ if TYPE_CHECKING:
     from rocketstore import MessageStore
 
 __all__ = [
+    "COMMIT_FILE",
     "COMMIT_QUEUE",
     "MARKER_TOPIC",
     "TASK_QUEUE",
@@ -40,6 +51,7 @@ __all__ = [
     "last_commit",
     "put_commit",
     "put_task",
+    "save_commit",
     "tasks_since",
 ]
 
@@ -49,6 +61,8 @@ MARKER_TOPIC = "rmq_sys_rocketstore_sink"
 COMMIT_QUEUE = 0
 #: Queue of the task records (one per write task that appended rows).
 TASK_QUEUE = 1
+#: File in a sink's store with a copy of its last commit record (JSON, :class:`Commit`'s fields).
+COMMIT_FILE = "rocketstore_sink_commit.json"
 
 
 @dataclass(frozen=True)
@@ -99,11 +113,66 @@ def _records(store: MessageStore, queue_id: int, offset: int, count: int) -> lis
 
 
 def last_commit(store: MessageStore) -> Commit | None:
-    """The store's last commit record, or None if it has none (a store no batch committed)."""
-    n = store.max_offset_in_queue(MARKER_TOPIC, COMMIT_QUEUE)
-    if n <= 0:
+    """The store's last commit record, or None if it has none (a store no batch committed).
+
+    Read from the commit log; if cleanup deleted the file that held it, from the copy in
+    :data:`COMMIT_FILE` (whichever is later if both exist)."""
+    logged = _logged_commit(store)
+    saved = _saved_commit(store.path)
+    if saved is None or (logged is not None and logged.after >= saved.after):
+        return logged
+    return saved
+
+
+def _saved_commit(path: str | os.PathLike[str]) -> Commit | None:
+    try:
+        with open(os.path.join(path, COMMIT_FILE), encoding="utf-8") as f:
+            d = json.load(f)
+        return Commit(
+            query=str(d["query"]),
+            batch=int(d["batch"]),
+            end=int(d["end"]),
+            after=int(d["after"]),
+            queues={
+                str(t): {str(q): int(o) for q, o in qs.items()}
+                for t, qs in dict(d.get("queues") or {}).items()
+            },
+            queries={str(k): int(v) for k, v in dict(d.get("queries") or {}).items()},
+            messages=int(d.get("messages", 0)),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    found = _records(store, COMMIT_QUEUE, n - 1, 1)
+
+
+def save_commit(store: MessageStore) -> None:
+    """Copies the store's last commit record (flushed) into :data:`COMMIT_FILE`, atomically
+    (temporary file, fsync, rename, fsync of the directory)."""
+    commit = _logged_commit(store)
+    if commit is None:
+        return
+    path = os.path.join(store.path, COMMIT_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, **asdict(commit)}, f, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):
+        fd = os.open(store.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _logged_commit(store: MessageStore) -> Commit | None:
+    n = store.max_offset_in_queue(MARKER_TOPIC, COMMIT_QUEUE)
+    if n <= 0 or n - 1 < store.min_offset_in_queue(MARKER_TOPIC, COMMIT_QUEUE):
+        return None
+    try:
+        found = _records(store, COMMIT_QUEUE, n - 1, 1)
+    except Exception:  # its file was deleted under the queue: the saved copy answers
+        return None
     if not found:
         return None
     m = found[0]

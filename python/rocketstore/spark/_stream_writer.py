@@ -27,8 +27,10 @@ Protocol (``_sink_log`` describes the records):
 2. The driver's ``commit`` appends to every store the batch touched a commit record (query id,
    batch id, the end offset, every queue's next offset, the last batch of every query that
    wrote the store), after checking that every task's record is there and cutting away anything
-   past the last one; then it flushes, runs a cleanup pass (expired commit log files, see
-   ``fileReservedTime``) and closes the store. A store whose commit record already names the
+   past the last one; then it flushes, copies the record into the store's
+   ``rocketstore_sink_commit.json`` (what survives if cleanup ever deletes the record's file),
+   runs a cleanup pass (expired commit log files, see ``fileReservedTime``) and closes the
+   store. A store whose commit record already names the
    batch is left alone, so a replayed commit writes nothing twice.
 
 Readers (``spark.read`` / ``spark.readStream`` of ``format("rocketstore")``) read a sink's store
@@ -58,13 +60,14 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from rocketstore._stores import find_stores
 from rocketstore.exceptions import InvalidConfigError, StoreLockedError
 from rocketstore.spark._heap import freeze_worker_heap
-from rocketstore.spark._options import normalize, parse_int
+from rocketstore.spark._options import GEOMETRY_FIELDS, normalize, option_spelling, parse_int
 from rocketstore.spark._sink_log import (
     Commit,
     TaskRecord,
     last_commit,
     put_commit,
     put_task,
+    save_commit,
     tasks_since,
 )
 from rocketstore.spark._writer import RocketStoreWriter, _bad_statuses, _fsync_dir, _prepare
@@ -196,7 +199,9 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             )
             err.key = "streamId"
             raise err
+        given = set(rest)
         self.writer = RocketStoreWriter(rest, schema, overwrite=False, live_marker=False)
+        self._given = {f for f in GEOMETRY_FIELDS if option_spelling(rest, f) in given}
         self.stores = parse_int("stores", own.get("stores", "4"), minimum=1)
         if self.stores > 10_000:
             err = InvalidConfigError(f"option 'stores' must be 1-10000, not {self.stores}")
@@ -205,14 +210,14 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         self.lock_timeout_ms = parse_int(
             "lockTimeoutMs", own.get("locktimeoutms", "600000"), minimum=0
         )
-        self._init_root()
+        self._init_root(rest)
 
     @property
     def root(self) -> str:
         """The sink root."""
         return self.writer.root
 
-    def _init_root(self) -> None:
+    def _init_root(self, rest_options: Mapping[str, str]) -> None:
         """Creates the sink metadata, or checks the root's against the options (driver side)."""
         root = Path(self.root)
         recorded = sink_config(root)
@@ -225,6 +230,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
                 )
                 err.key = "stores"
                 raise err
+            self._take_recorded_geometry(recorded, rest_options)
             return
         if root.is_dir() and find_stores(root):
             err = InvalidConfigError(
@@ -248,6 +254,32 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             os.fsync(f.fileno())
         os.replace(tmp, root / SINK_METADATA)
         _fsync_dir(root)
+
+    def _take_recorded_geometry(
+        self, recorded: Mapping[str, Any], options: Mapping[str, str]
+    ) -> None:
+        """The geometry the root's metadata records, for stores no batch has created yet; a
+        geometry option that contradicts it is refused (the stores' files, if any, were
+        checked by the batch writer's ``_take_geometry``)."""
+        config = recorded.get("config")
+        if not isinstance(config, dict):
+            return
+        for key in GEOMETRY_FIELDS:
+            value = config.get(key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            given = self.writer.config.get(key)
+            if given is None:
+                self.writer.config[key] = value
+            elif given != value and key in self._given:
+                spelled = option_spelling(options, key)
+                err = InvalidConfigError(
+                    f"option {spelled}={given} contradicts the sink root {self.root}: its "
+                    f"stores are made with {key}={value} (see {SINK_METADATA}); leave the "
+                    "option out (the root's own value is used)"
+                )
+                err.key = spelled
+                raise err
 
     def store_path(self, index: int) -> Path:
         """The directory of store ``index``."""
@@ -291,7 +323,10 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         and batch that follow it without a gap of records of any other attempt.
         """
         commit = last_commit(store)
-        keep = commit.after if commit is not None else store.min_commitlog_offset()
+        first = store.min_commitlog_offset()
+        # Past a commit whose own file cleanup deleted (its copy in COMMIT_FILE answered), all
+        # that is left is uncommitted: kept from the first record on, it is cut below.
+        keep = max(commit.after, first) if commit is not None else first
         ours: list[TaskRecord] = []
         for t in tasks_since(store, keep):
             if (t.query, t.run, t.batch) != (query, run, batch):
@@ -414,6 +449,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         try:
             commit, keep, ours = self._kept(store, query, run, batch)
             if commit is not None and commit.committed(query, batch):
+                save_commit(store)  # a driver that died before copying it
                 return
             found = {t.partition for t in ours}
             missing = sorted({m.partition for m in messages} - found)
@@ -428,6 +464,7 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
                 store, commit, query=query, batch=batch, messages=sum(t.messages for t in ours)
             )
             store.flush()
+            save_commit(store)  # the bookkeeping outlives the file that holds the record
             with contextlib.suppress(Exception):  # retention must never fail a commit
                 store.delete_expired_files()
         finally:

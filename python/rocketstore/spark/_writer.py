@@ -41,9 +41,10 @@ Manifest (``<root>/_SUCCESS``, JSON)::
 offset after its last record (the store's ``max_commitlog_offset()``); ``bytes`` is the sum
 of the records' sizes (``max_offset - min_offset`` minus the blanks at file ends);
 ``config`` holds the store configuration options the writer was given, which the reader
-applies when it opens the store (index and consume queue geometry are not recorded in the
-files). With ``mode("append")`` the new stores are added to the stores the old manifest
-listed.
+applies when it opens the store. With ``mode("append")`` the new stores are added to the stores
+the old manifest listed, and take the file geometry of the newest existing store where the
+options leave it out (a geometry option that contradicts an existing store's files is refused
+before any task runs).
 
 ``body_digest`` is order-independent so a verifier can recompute it with a plain aggregation:
 the sum, over the store's messages, of the first 60 bits of SHA-256(body) read as an unsigned
@@ -72,7 +73,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from rocketstore._stores import MANIFEST, TEMPORARY, find_stores, is_store
 from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
 from rocketstore.spark._heap import freeze_worker_heap
-from rocketstore.spark._options import normalize, parse_int, split_options
+from rocketstore.spark._options import (
+    GEOMETRY_FIELDS,
+    check_geometry,
+    normalize,
+    parse_int,
+    split_options,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -482,6 +489,8 @@ class RocketStoreWriter(DataSourceArrowWriter):
             )
             err.key = "path"
             raise err
+        if not overwrite and root.is_dir():
+            self._take_geometry(user_options)
         # The job's live marker: tasks write only while it exists; commit and abort remove it
         # first (see `_cleanup`), so an attempt that outlives the job removes its own store.
         # (A stream writer runs one job per micro-batch and cleans up by stream instead.)
@@ -491,6 +500,21 @@ class RocketStoreWriter(DataSourceArrowWriter):
             self._live_marker.touch()
         if jvm_job_id is not None:
             self._write_jvm_task_spec()
+
+    def _take_geometry(self, options: Mapping[str, str]) -> None:
+        """Appending: checks the geometry options against the files of the stores under the
+        root (a contradiction is refused here, before any task runs, naming the option as
+        given and the value found) and gives the new stores the geometry of the newest
+        existing one where the options leave it out, so a root keeps one geometry without
+        the user repeating the options that created it."""
+        from rocketstore import config_fields
+
+        stores = find_stores(Path(self.root))
+        found = check_geometry(stores, self.config, options)
+        defaults = {f.name: f.default for f in config_fields()}
+        for key in GEOMETRY_FIELDS:
+            if key not in self.config and key in found and found[key] != defaults.get(key):
+                self.config[key] = found[key]
 
     def _write_jvm_task_spec(self) -> None:
         """What the JVM tasks need, in the job's directory: the store configuration (values

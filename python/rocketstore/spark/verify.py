@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocketstore._stores import MANIFEST, find_stores, read_manifest, store_key
+from rocketstore.spark._options import GEOMETRY_FIELDS, check_geometry
 from rocketstore.spark._report import CHECKS, MAX_EXAMPLES, Check, VerifyReport
 from rocketstore.spark._sink_log import MARKER_TOPIC
 
@@ -125,12 +126,16 @@ def verify_store(
     if isinstance(listed, Mapping):
         options.update(listed)
     options.update(config or {})
+    # A stream sink's store: what readers see ends at its last committed micro-batch; a batch
+    # being appended (or one that died half-way) is checked but not counted.
+    committed_end, tail = _sink_committed_end(path, options)
     report = native_verify(
         os.fspath(path),
         name=name if name is not None else os.fspath(path),
         manifest_entry=dict(manifest_entry) if manifest_entry is not None else None,
         sample_keys=sample_keys,
         message_digest=message_digest,
+        committed_end=committed_end,
         **options,
     )
     checks = {
@@ -156,7 +161,35 @@ def verify_store(
     }
     if message_digest is not None:
         stats["message_digests"] = [[t, q, n, str(d)] for t, q, n, d in report.message_digests]
+    if committed_end is not None:
+        stats["committed_end"] = committed_end
+        if tail:
+            checks["framing"].note(
+                f"{name if name is not None else os.fspath(path)}: {tail:,} bytes past the last "
+                "committed micro-batch of the stream sink (checked, not counted: readers do not "
+                "see them)"
+            )
     return checks, stats
+
+
+def _sink_committed_end(
+    path: str | os.PathLike[str], config: Mapping[str, Any]
+) -> tuple[int | None, int]:
+    """For a stream sink's store: (the end of its last commit record, the bytes past it);
+    (None, 0) for any other store (or one that does not open: the checks report that)."""
+    from rocketstore.exceptions import MessageStoreError
+    from rocketstore.spark._reader import is_sink_store
+    from rocketstore.spark._sink_log import last_commit
+
+    if not is_sink_store(Path(path)):
+        return None, 0
+    try:
+        with _open_read_only(path, config) as store:
+            commit = last_commit(store)
+            end = commit.after if commit is not None else store.min_commitlog_offset()
+            return end, max(0, store.max_commitlog_offset() - end)
+    except (MessageStoreError, OSError):
+        return None, 0
 
 
 def _store_rows(
@@ -363,6 +396,8 @@ def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> An
         pa, pc = _arrow()
         from rocketstore._native import body_sha256
         from rocketstore.exceptions import MessageStoreError
+        from rocketstore.spark._reader import is_sink_store
+        from rocketstore.spark._sink_log import last_commit
 
         for batch in batches:
             for i in batch.column(0).to_pylist():
@@ -373,6 +408,9 @@ def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> An
                     continue  # the framing check reports it; its rows count as missing
                 with store:
                     off, hi = store.min_commitlog_offset(), store.max_commitlog_offset()
+                    if is_sink_store(Path(path)):  # up to its last committed micro-batch
+                        commit = last_commit(store)
+                        hi = min(hi, commit.after) if commit is not None else off
                     while off < hi:
                         b, nxt = store.read_arrow(off, max_messages=_SCAN_BATCH)
                         if b.num_rows == 0 or nxt <= off:
@@ -474,7 +512,7 @@ def _compare_source(
 class _Plan:
     """The stores under a root, their manifest entries and the report's checks."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], config: Mapping[str, Any]) -> None:
         base = Path(os.path.abspath(os.fspath(root)))
         if not base.is_dir():
             raise FileNotFoundError(2, "no such directory to verify", str(base))
@@ -483,6 +521,8 @@ class _Plan:
             raise FileNotFoundError(
                 2, "no RocketMQ store (a directory with commitlog/) at or below", str(base)
             )
+        if any(k in config for k in GEOMETRY_FIELDS):  # refused before any task runs
+            check_geometry(found, config, {k: str(v) for k, v in config.items()})
         manifest_root = base if (base / MANIFEST).exists() or base not in found else base.parent
         self.base = base
         self.found = found
@@ -630,7 +670,7 @@ def verify(
 
     ensure_registered(spark)
     t0 = time.perf_counter()
-    plan = _Plan(root)
+    plan = _Plan(root, config)
     stores = plan.stores
     with_queue = expected is not None and "queue_id" in expected.columns
     # The source's per-queue digests are aggregated by a second Spark job, in a thread, while
@@ -708,7 +748,7 @@ def verify_local(
         assert report.ok, report.failed_checks
     """
     t0 = time.perf_counter()
-    plan = _Plan(root)
+    plan = _Plan(root, config)
     n = max(1, min(len(plan.stores), workers or os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rocketstore-verify") as pool:
         parts = pool.map(lambda s: _store_rows(s[0], s[1], s[2], sample_keys, config), plan.stores)

@@ -137,7 +137,7 @@ final class JvmRead {
         if (path == null || path.isEmpty()) {
             return "no path";
         }
-        if (isStreamSink(new File(path))) {
+        if (holdsStreamSink(new File(path))) {
             return "a stream sink's stores (read up to their last committed micro-batch)";
         }
         if (schema != null) {
@@ -159,6 +159,26 @@ final class JvmRead {
     static boolean isStreamSink(File path) {
         return new File(path, "_rocketstore_sink.json").isFile()
                 || new File(new File(path, "consumequeue"), "rmq_sys_rocketstore_sink").isDirectory();
+    }
+
+    /**
+     * True if {@code path} is a stream sink's root or store, or any store at or below it is a
+     * sink's (a directory holding a sink root): the Python reader serves those reads, so no
+     * reader ever returns a half-appended micro-batch or the sink's own records as rows.
+     */
+    static boolean holdsStreamSink(File path) {
+        if (isStreamSink(path)) {
+            return true;
+        }
+        if (!path.isDirectory()) {
+            return false;
+        }
+        for (File store : findStores(path)) {
+            if (isStreamSink(store) || isStreamSink(store.getParentFile())) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static StructField find(String name) {
