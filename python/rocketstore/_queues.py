@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,8 +36,9 @@ QueueSelector = Literal["hash", "round_robin"]
 _SELECTORS = ("hash", "round_robin")
 
 _lock = threading.Lock()
-# store root -> (topics.json mtime_ns, {topic: writeQueueNums})
-_topics: dict[str, tuple[int, dict[str, int]]] = {}
+# store root -> (topics.json mtime_ns, when it was looked at, {topic: writeQueueNums})
+_topics: dict[str, tuple[int, float, dict[str, int]]] = {}
+_RECHECK_S = 0.1
 # (store root, topic) -> next round robin counter
 _counters: dict[tuple[str, bytes], int] = {}
 
@@ -50,15 +52,21 @@ def _check_selector(selector: str) -> None:
 
 
 def _load_topics(root: str) -> dict[str, int]:
+    # The file's mtime is looked at most every _RECHECK_S per store: a put costs no stat.
+    now = time.monotonic()
+    with _lock:
+        cached = _topics.get(root)
+        if cached is not None and now - cached[1] < _RECHECK_S:
+            return cached[2]
     path = os.path.join(root, "config", "topics.json")
     try:
         mtime = os.stat(path).st_mtime_ns
     except OSError:
-        return {}
-    with _lock:
-        cached = _topics.get(root)
-        if cached is not None and cached[0] == mtime:
-            return cached[1]
+        mtime = -1
+    if cached is not None and cached[0] == mtime:
+        with _lock:
+            _topics[root] = (mtime, now, cached[2])
+        return cached[2]
     table: dict[str, int] = {}
     try:
         with open(path, "rb") as f:
@@ -70,7 +78,7 @@ def _load_topics(root: str) -> dict[str, int]:
     except (OSError, ValueError, AttributeError):
         table = {}
     with _lock:
-        _topics[root] = (mtime, table)
+        _topics[root] = (mtime, now, table)
     return table
 
 
@@ -129,11 +137,14 @@ def fill_dicts(root: str, messages: Any, selector: str) -> Any:
         items = messages if isinstance(messages, (list, tuple)) else list(messages)
     except TypeError:
         return messages
+    table = _load_topics(root)
+    if not table:
+        return items  # no topic configured: one queue each (queue 0, the native default)
     out: list[Any] = []
     for m in items:
         if isinstance(m, Mapping) and m.get("queue_id") is None and isinstance(m.get("topic"), str):
             topic = m["topic"]
-            if topic_queue_nums(root, topic) > 1:
+            if table.get(topic, DEFAULT_QUEUE_NUMS) > 1:
                 d = dict(m)
                 d["queue_id"] = choose(root, topic, m.get("keys"), selector)
                 out.append(d)
@@ -284,8 +295,6 @@ def set_topic_queue_nums(root: str | os.PathLike[str], topic: str, queue_nums: i
     )
     entry["readQueueNums"] = queue_nums
     entry["writeQueueNums"] = queue_nums
-    import time
-
     version = doc.setdefault("dataVersion", {"counter": 0, "timestamp": 0})
     version["counter"] = int(version.get("counter", 0)) + 1
     version["timestamp"] = int(time.time() * 1000)
