@@ -190,3 +190,26 @@ def test_disk_bytes_counts_blocks_not_length(tmp_path: Path) -> None:
     dense.write_bytes(b"x" * 8192)
     assert _bench_peers.disk_bytes(tmp_path) < 1 << 20
     assert _bench_peers.disk_bytes(tmp_path) >= 8192
+
+
+def test_bench_follow_smoke(tmp_path: Path) -> None:
+    """``--follow``: a reader process woken by the writer, idle, tailing (no timing asserted)."""
+    from rocketstore._bench_follow import run_follow
+
+    figs = run_follow(tmp_path, lambda _m: None, rounds=20, seconds=0.1, tail=3000)
+    by = {f.name: f for f in figs}
+    assert set(by) == {
+        "follow_wake",
+        "pull_wake_local",
+        "follow_idle",
+        "follow_tail",
+        "follow_write",
+    }
+    assert by["follow_wake"].messages == 20
+    assert by["follow_wake"].extra["p99_us"] >= by["follow_wake"].extra["p50_us"]
+    assert by["follow_tail"].messages == 3000
+    assert by["follow_idle"].extra["idle_cpu_pct"] >= 0
+    doc = {"results": [f.to_json() for f in figs]}
+    text = _bench_report.render(doc)["follow"]
+    assert "p99.9" in text
+    assert not any(tmp_path.iterdir())

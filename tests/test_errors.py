@@ -328,7 +328,6 @@ BAD_TYPES: list[Any] = [
     pytest.param({"body": 5}, id="body-int"),
     pytest.param({"body": [1, 2]}, id="body-list"),
     pytest.param({"body": memoryview(b"abcd").cast("I")}, id="body-memoryview-int"),
-    pytest.param({"queue_id": None}, id="queue_id-None"),
     pytest.param({"queue_id": "1"}, id="queue_id-str"),
     pytest.param({"queue_id": 1.0}, id="queue_id-float"),
     pytest.param({"flag": None}, id="flag-None"),

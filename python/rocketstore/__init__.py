@@ -62,8 +62,10 @@ from rocketstore._native import (
     truncate_store,
     verify_store,
 )
+from rocketstore._queues import DEFAULT_QUEUE_NUMS, set_topic_queue_nums, topic_queue_nums
 from rocketstore._status import GetMessageStatus, PutMessageStatus
 from rocketstore._store import MessageStore
+from rocketstore.consumer import Consumer, read_consumer_offsets
 from rocketstore.exceptions import (
     CorruptionError,
     DiskFullError,
@@ -85,8 +87,10 @@ if TYPE_CHECKING:
     from rocketstore._arrow import MESSAGE_SCHEMA as MESSAGE_SCHEMA
 
 __all__ = [
+    "DEFAULT_QUEUE_NUMS",
     "MESSAGE_SCHEMA",
     "ConfigField",
+    "Consumer",
     "CorruptionError",
     "DiskFullError",
     "GetMessageStatus",
@@ -115,7 +119,10 @@ __all__ = [
     "config_fields",
     "decompress_body",
     "exceptions",
+    "read_consumer_offsets",
     "rebuild_indexes",
+    "set_topic_queue_nums",
+    "topic_queue_nums",
     "truncate_store",
     "verify_store",
 ]

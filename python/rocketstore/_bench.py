@@ -96,6 +96,10 @@ BASELINE_OF = {
     "peers_rocketstore_read": "peers_lmdb_read",
     "peers_rocketstore_read_body": "peers_lmdb_read",
     "peers_rocketstore_lookup": "peers_lmdb_lookup",
+    # --follow: the cross-process wake beside the in-process one, the tailing reader beside
+    # the writer it follows
+    "follow_wake": "pull_wake_local",
+    "follow_tail": "follow_write",
 }
 # put_batch is also shown against the I/O floor and the physical ceiling.
 BOUNDS = ("file_write", "mmap_memcpy")
@@ -122,6 +126,7 @@ class BenchOptions:
     peer_lookups: int = 100_000
     peer_seconds: float = 5.0  # time box of a peer's lookups (the scanning ones)
     scale: bool = False
+    follow: bool = False  # --follow: a reader process following the writer (_bench_follow)
     scale_sizes: list[int] = field(default_factory=lambda: [1, 4])  # GiB of commit log
     scale_unit: int = 1 << 30
     scale_batch: int = 16_384
@@ -1241,6 +1246,18 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
             sdata = _Data(size, table, n, n * size, [], [])
             figs.extend(_spark(base, sdata, opts))
             del sdata, table
+        if opts.follow:
+            from rocketstore._bench_follow import run_follow
+
+            figs.extend(
+                run_follow(
+                    base,
+                    say,
+                    rounds=50 if opts.smoke else 2000,
+                    seconds=opts.seconds,
+                    tail=5000 if opts.smoke else 200_000,
+                )
+            )
         if opts.scale:
             from rocketstore._bench_scale import run_scale
 

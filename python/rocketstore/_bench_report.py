@@ -38,6 +38,7 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("recovery", "Recovery and reopen", "rocketstore bench --scale"),
     ("scale", "Cost growth with size", "rocketstore bench --scale --scale-sizes 1,4"),
     ("spark", "Spark", "rocketstore bench --spark"),
+    ("follow", "A reader in another process", "rocketstore bench --follow"),
     ("criterion", "The engine alone (criterion, Rust)", "cargo bench -p rocketstore-benches"),
 ]
 
@@ -492,6 +493,57 @@ def _criterion(d: _Doc) -> str:
     )
 
 
+def _follow(d: _Doc) -> str:
+    rows = [r for r in d.results if r["name"].startswith("follow_")]
+    if not rows:
+        return "(not run: `--follow`)"
+    size = rows[0]["size"]
+    out = []
+    wake, local = d.get("follow_wake", size), d.get("pull_wake_local", size)
+    if wake:
+        lat = []
+        for label, r in (("put -> pull in another process", wake), ("same process", local)):
+            if r:
+                e = r["extra"]
+                lat.append(
+                    [
+                        label,
+                        f"{e['p50_us']:.0f}",
+                        f"{e['p99_us']:.0f}",
+                        f"{e['p999_us']:.0f}",
+                        f"{e['max_us']:.0f}",
+                        str(r["messages"]),
+                    ]
+                )
+        out.append(_table(["wake latency (us)", "p50", "p99", "p99.9", "max", "wakes"], lat))
+    idle = d.get("follow_idle", size)
+    if idle:
+        out.append(
+            f"Reader CPU while parked in `pull` for {idle['seconds']:.1f} s: "
+            f"{idle['extra']['idle_cpu_pct']}% of a core."
+        )
+    tail, write = d.get("follow_tail", size), d.get("follow_write", size)
+    if tail and write:
+        out.append(
+            _table(
+                ["", "msg/s", "CPU ns/msg"],
+                [
+                    [
+                        "one reader process tailing (pull of 1,024)",
+                        _rate(tail["msgs_per_s"]),
+                        _cpu(tail),
+                    ],
+                    [
+                        "the writer it follows (`put_batch` of 1,024)",
+                        _rate(write["msgs_per_s"]),
+                        _cpu(write),
+                    ],
+                ],
+            )
+        )
+    return f"{size} B bodies.\n\n" + "\n\n".join(out)
+
+
 RENDER: dict[str, Callable[[_Doc], str]] = {
     "machine": _machine,
     "write": _write,
@@ -502,6 +554,7 @@ RENDER: dict[str, Callable[[_Doc], str]] = {
     "recovery": _recovery,
     "scale": _scale,
     "spark": _spark,
+    "follow": _follow,
     "criterion": _criterion,
 }
 

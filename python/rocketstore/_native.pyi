@@ -390,6 +390,10 @@ class MessageStore:
             end = store.max_offset_in_queue("TopicTest", 0)
             r = store.pull("TopicTest", 0, end, timeout_ms=5_000)
         """
+    def progress_seq(self) -> int | None:
+        """The progress sequence number of the writer this read-only store follows."""
+    def wait_progress(self, seen: int | None, *, timeout_ms: int = 1000) -> int | None:
+        """Waits until the followed writer publishes progress past ``seen``."""
     def query_message(
         self,
         topic: str,

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
-from rocketstore import _native
+from rocketstore import _native, _queues
 from rocketstore._status import GetMessageStatus
 from rocketstore.exceptions import InvalidMessageError
 
 if TYPE_CHECKING:
+    from typing import Literal
+
     import pyarrow as pa
 
 __all__ = [
@@ -158,6 +160,66 @@ class MessageStore(_native.MessageStore):
 
     __slots__ = ()
 
+    def put(
+        self,
+        topic: str,
+        body: bytes | bytearray | memoryview,
+        *,
+        queue_id: int | None = None,
+        queue_selector: _queues.QueueSelector = "hash",
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: str | None = None,
+        store_host: str | None = None,
+        delay_level: int = 0,
+        transaction: Literal["prepared", "commit", "rollback"] | None = None,
+        prepared_transaction_offset: int = 0,
+        producer_group: str | None = None,
+        compression: str | None = None,
+        compress_level: int = 5,
+        compress_over: int = 4096,
+    ) -> _native.PutResult:
+        """Puts one message and returns its :class:`PutResult` (see the native ``put`` for the
+        message arguments).
+
+        Without ``queue_id`` the message goes to one of the topic's queues, chosen by
+        ``queue_selector`` as the Spark writer's ``queueSelector`` does: ``"hash"`` (default)
+        by the CRC32 of its keys (joined by a space; no keys: round robin), ``"round_robin"``
+        in turn. The topic's queue count is its ``writeQueueNums`` in ``config/topics.json``
+        (:func:`rocketstore.set_topic_queue_nums`), else 1
+        (:data:`rocketstore.DEFAULT_QUEUE_NUMS`: queue 0).
+
+        Example::
+
+            r = store.put("TopicTest", b"hello", tags="TagA", keys=["order-42"])
+            # queue crc32(b"order-42") % the topic's queue count
+            store.put("TopicTest", b"second queue", queue_id=1)
+        """
+        if queue_id is None:
+            queue_id = _queues.choose(self.path, topic, keys, queue_selector)
+        return super().put(
+            topic,
+            body,
+            queue_id=queue_id,
+            tags=tags,
+            keys=keys,
+            properties=properties,
+            flag=flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            store_host=store_host,
+            delay_level=delay_level,
+            transaction=transaction,
+            prepared_transaction_offset=prepared_transaction_offset,
+            producer_group=producer_group,
+            compression=compression,
+            compress_level=compress_level,
+            compress_over=compress_over,
+        )
+
     @overload
     def put_batch(
         self,
@@ -166,6 +228,7 @@ class MessageStore(_native.MessageStore):
         compression: str | None = None,
         compress_level: int = 5,
         compress_over: int = 4096,
+        queue_selector: _queues.QueueSelector = "hash",
     ) -> pa.RecordBatch: ...
 
     @overload
@@ -176,6 +239,7 @@ class MessageStore(_native.MessageStore):
         compression: str | None = None,
         compress_level: int = 5,
         compress_over: int = 4096,
+        queue_selector: _queues.QueueSelector = "hash",
     ) -> list[_native.PutResult]: ...
 
     def put_batch(
@@ -189,6 +253,7 @@ class MessageStore(_native.MessageStore):
         compression: str | None = None,
         compress_level: int = 5,
         compress_over: int = 4096,
+        queue_selector: _queues.QueueSelector = "hash",
     ) -> pa.RecordBatch | list[_native.PutResult]:
         """Puts many messages at once, under one acquisition of the write lock.
 
@@ -221,6 +286,9 @@ class MessageStore(_native.MessageStore):
         same for bodies read here. A body whose compressed form is not smaller is stored as
         given. An unknown codec or a level out of range raises
         :class:`~rocketstore.exceptions.InvalidConfigError` before anything is written.
+
+        A message without ``queue_id`` (a missing key, ``None``, a missing column or a null)
+        goes to a queue of its topic chosen by ``queue_selector``, as :meth:`put` does.
 
         The batch is validated whole before anything is written: if a message is invalid,
         :class:`~rocketstore.exceptions.InvalidMessageError` names its index and nothing is
@@ -255,6 +323,7 @@ class MessageStore(_native.MessageStore):
             assert batch.column("status").to_pylist() == ["PUT_OK", "PUT_OK"]
         """
         if _is_arrow(messages):
+            messages = _queues.fill_arrow_any(self.path, messages, queue_selector)
             return self._put_arrow(
                 messages,
                 compression=compression,
@@ -262,7 +331,7 @@ class MessageStore(_native.MessageStore):
                 compress_over=compress_over,
             )
         return super().put_batch(
-            messages,  # type: ignore[arg-type]
+            _queues.fill_dicts(self.path, messages, queue_selector),
             compression=compression,
             compress_level=compress_level,
             compress_over=compress_over,

@@ -756,6 +756,66 @@ impl MessageStore {
         }
     }
 
+    /// The progress sequence number of the writer this read-only store follows (another
+    /// process), bumped after each batch of messages it makes visible; ``None`` for a writable
+    /// store or while no writer publishes progress. Pass it to :meth:`wait_progress`.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// seq = reader.progress_seq()
+    /// ```
+    fn progress_seq(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        Ok(self.store(py)?.progress_seq())
+    }
+
+    /// Waits (GIL released, no CPU) until the writer this read-only store follows publishes
+    /// progress past ``seen`` (a :meth:`progress_seq` value), or ``timeout_ms``; then the
+    /// store shows the new messages. Returns the new sequence number. One wait for every
+    /// queue at once (a consumer of many queues); :meth:`pull` waits for one queue.
+    ///
+    /// Example:
+    ///
+    /// ```python
+    /// seq = reader.progress_seq()
+    /// while reader.max_offset_in_queue("TopicTest", 0) <= offset:
+    ///     seq = reader.wait_progress(seq, timeout_ms=1_000)
+    /// ```
+    #[pyo3(signature = (seen, *, timeout_ms = 1000))]
+    fn wait_progress(
+        &self,
+        py: Python<'_>,
+        seen: Option<u32>,
+        timeout_ms: i64,
+    ) -> PyResult<Option<u32>> {
+        let store = self.store(py)?;
+        let Ok(timeout) = u64::try_from(timeout_ms) else {
+            return Err(invalid_message(
+                "timeout_ms",
+                None,
+                format_args!("{timeout_ms} is negative"),
+            ));
+        };
+        let start = Instant::now();
+        let total = Duration::from_millis(timeout);
+        let sliced = is_main_thread(py)?;
+        loop {
+            let remaining = total.saturating_sub(start.elapsed());
+            let wait = if sliced {
+                remaining.min(SIGNAL_CHECK_INTERVAL)
+            } else {
+                remaining
+            };
+            let seq = py
+                .detach(|| store.wait_progress(seen, wait))
+                .map_err(|e| map_error(py, &e))?;
+            if seq != seen || start.elapsed() >= total {
+                return Ok(seq);
+            }
+            py.check_signals()?;
+        }
+    }
+
     /// Messages of ``topic`` whose key (a ``KEYS`` entry or the ``UNIQ_KEY``) equals ``key``,
     /// stored between ``begin`` and ``end`` (epoch milliseconds; ``end=None``: no upper bound),
     /// at most ``max_num`` of them, in commit log order (RocketMQ ``queryMessage`` through the

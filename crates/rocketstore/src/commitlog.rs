@@ -856,6 +856,34 @@ impl CommitLog {
         self.flush_until(target)
     }
 
+    /// A read-only log following a writer in another process (`crate::follow`): picks up the
+    /// files it rolled to, makes `[.., end)` readable (the writer published that its records are
+    /// complete and dispatched) and drops the files that end at or below `min` (deleted by its
+    /// cleanup). Never lowers what is readable.
+    pub(crate) fn follow_to(&self, end: u64, min: u64) -> Result<()> {
+        let q = &self.queue;
+        let size = q.file_size();
+        loop {
+            let next = match q.last() {
+                Some(f) => f.from() + f.size() as u64,
+                None => min / size * size,
+            };
+            if end <= next && q.len() > 0 {
+                break;
+            }
+            if q.follow_open(next)?.is_none() {
+                break;
+            }
+        }
+        for f in q.files() {
+            if f.from() < end {
+                f.follow_to(usize::try_from(end - f.from()).unwrap_or(usize::MAX));
+            }
+        }
+        q.follow_drop_before(min);
+        Ok(())
+    }
+
     /// Bytes of the record at `offset` (its length read from its first 4 bytes).
     pub(crate) fn record_at(&self, offset: u64) -> Option<RecordRef> {
         let file = self.queue.find(offset)?;

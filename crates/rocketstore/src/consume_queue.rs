@@ -703,6 +703,108 @@ impl ConsumeQueue {
         })
     }
 
+    /// A read-only queue following a writer in another process (`crate::follow`): makes the
+    /// units that writer appended readable, each checked before it is: a valid unit (or a
+    /// pre-fill unit) whose record ends at or below `end` (published as dispatched) and whose
+    /// record in `log` names this queue, this queue offset and this position. The first unit
+    /// that fails (not written yet, being written, or for a record past `end`) stops the scan;
+    /// the next call goes on from there. Picks up the files the writer created. Returns whether
+    /// the queue grew.
+    pub(crate) fn follow(&self, log: &crate::commitlog::CommitLog, end: u64) -> Result<bool> {
+        use rocketstore_format::record::{
+            PHYSICAL_OFFSET_POSITION, QUEUE_ID_POSITION, QUEUE_OFFSET_POSITION,
+        };
+        let _g = lock(&self.write_lock);
+        let mut grew = false;
+        let mut buf = vec![0u8; 64 * UNIT];
+        loop {
+            let files = self.files.files();
+            let current = files.iter().find(|f| f.read_position() < f.size()).cloned();
+            let file = match current {
+                Some(f) => f,
+                None => {
+                    let Some(last) = files.last() else {
+                        return Ok(grew);
+                    };
+                    match self.files.follow_open(last.from() + last.size() as u64)? {
+                        Some(f) => f,
+                        None => return Ok(grew),
+                    }
+                }
+            };
+            drop(files);
+            let start = file.read_position();
+            let n = file.read_at(start, &mut buf)?;
+            let mut pos = start;
+            let mut last_end = -1i64;
+            for chunk in buf[..n - n % UNIT].chunks_exact(UNIT) {
+                let Some(u) = unit_in(chunk, 0) else { break };
+                if !u.is_prefill() {
+                    if !u.is_valid() {
+                        break;
+                    }
+                    let rec_end = u.phy_offset.saturating_add(i64::from(u.size));
+                    if rec_end > to_i64(end) {
+                        break;
+                    }
+                    let cq_offset = to_i64(file.from() + pos as u64) / UNIT_I64;
+                    let Some(rec) = log.record_at_sized(u.phy_offset as u64, u.size as usize)
+                    else {
+                        break;
+                    };
+                    let b = rec.bytes();
+                    let be32 = |at: usize| {
+                        b.get(at..at + 4)
+                            .map(|x| i32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+                    };
+                    let be64 = |at: usize| {
+                        b.get(at..at + 8)
+                            .and_then(|x| <[u8; 8]>::try_from(x).ok())
+                            .map(i64::from_be_bytes)
+                    };
+                    if be32(0) != Some(u.size)
+                        || be32(QUEUE_ID_POSITION) != Some(self.queue_id)
+                        || be64(QUEUE_OFFSET_POSITION) != Some(cq_offset)
+                        || be64(PHYSICAL_OFFSET_POSITION) != Some(u.phy_offset)
+                    {
+                        break;
+                    }
+                    last_end = rec_end;
+                }
+                pos += UNIT;
+            }
+            if pos > start {
+                file.follow_to(pos);
+                grew = true;
+                if last_end >= 0 {
+                    self.max_physic_offset.fetch_max(last_end, Ordering::AcqRel);
+                }
+            }
+            if pos < file.size() {
+                if pos == start + n - n % UNIT && n == buf.len() {
+                    continue;
+                }
+                return Ok(grew);
+            }
+        }
+    }
+
+    /// A follower's freshly opened queue: nothing readable until [`ConsumeQueue::follow`]
+    /// checks it.
+    pub(crate) fn follow_reset(&self) -> Result<()> {
+        self.files.follow_reset()?;
+        self.needs_recovery.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// A follower drops the files the writer's cleanup deleted and corrects the min offset to
+    /// the commit log's first offset `commitlog_min`.
+    pub(crate) fn follow_expired(&self, commitlog_min: u64) {
+        let _g = lock(&self.write_lock);
+        self.files.follow_drop_missing();
+        self.correct_min_offset_locked(commitlog_min);
+    }
+
     /// `minOffsetInQueue` (§5.4): RocketMQ's `minLogicOffset / 20`, clamped to
     /// `[first file start, max_offset]` so that `min <= max` always holds.
     pub(crate) fn min_offset(&self) -> i64 {
@@ -1336,6 +1438,51 @@ impl ConsumeQueueStore {
             .get(topic)
             .and_then(|q| q.get(&queue_id))
             .cloned()
+    }
+
+    /// A follower's queue `topic`/`queue_id`: the loaded one, or one the writer in another
+    /// process created since (opened read-only with nothing readable, see
+    /// [`ConsumeQueue::follow_reset`]). `None` if it has no directory yet, or for a topic that
+    /// cannot be a directory name.
+    pub(crate) fn follow_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Option<Arc<ConsumeQueue>>> {
+        if let Some(q) = self.get(topic, queue_id) {
+            return Ok(Some(q));
+        }
+        if self.writable || queue_id < 0 || !is_safe_topic_dir(topic) {
+            return Ok(None);
+        }
+        let (_, dir) = queue_dirs(&self.root, topic, queue_id)?;
+        if !dir.is_dir() {
+            return Ok(None);
+        }
+        // The writer's file size (a reader that opened before any queue existed knows none).
+        let size = std::fs::read_dir(&dir)
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::symlink_metadata(e.path()).ok())
+            .find(|m| m.is_file() && m.len() > 0)
+            .map_or(self.file_size, |m| m.len());
+        let cq = match ConsumeQueue::open(&self.root, topic, queue_id, size, false) {
+            Ok(cq) => cq.with_syncs(&self.syncs),
+            // A file still being created: the next refresh tries again.
+            Err(Error::UnsupportedFormat { .. } | Error::Io { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        cq.follow_reset()?;
+        let cq = Arc::new(cq);
+        let mut map = self.write();
+        let q = map
+            .entry(topic.to_string())
+            .or_default()
+            .entry(queue_id)
+            .or_insert(cq);
+        Ok(Some(Arc::clone(q)))
     }
 
     /// A snapshot of every queue, ordered by topic then queue id.

@@ -1523,6 +1523,62 @@ impl IndexService {
         Ok(doomed.len())
     }
 
+    /// A read-only index following a writer in another process (`crate::follow`): each file's
+    /// entries become readable up to its header's `indexCount` (the writer counts an entry
+    /// once it is written; every hit is still checked against its record), the files the
+    /// writer created since are opened read-only, and those wholly below `commitlog_min` (its
+    /// cleanup deletes them) are dropped.
+    pub(crate) fn follow(&self, commitlog_min: u64) -> Result<()> {
+        if self.writable {
+            return Ok(());
+        }
+        let min = i64::try_from(commitlog_min).unwrap_or(i64::MAX);
+        {
+            let mut files = self.write();
+            let n = files.len();
+            let mut i = 0;
+            files.retain(|f| {
+                i += 1;
+                i == n || f.end_phy_offset() >= min
+            });
+        }
+        let last = self.read().last().map(|f| f.name.clone());
+        let mut found: Vec<(String, PathBuf)> = Vec::new();
+        if let Ok(dir) = std::fs::read_dir(&self.dir) {
+            for entry in dir.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.is_empty()
+                    || !name.bytes().all(|b| b.is_ascii_digit())
+                    || last
+                        .as_ref()
+                        .is_some_and(|l| (l.len(), l.as_str()) >= (name.len(), name.as_str()))
+                {
+                    continue;
+                }
+                let full = std::fs::symlink_metadata(entry.path())
+                    .is_ok_and(|m| m.is_file() && m.len() == self.file_size as u64);
+                if full {
+                    found.push((name, entry.path()));
+                }
+            }
+        }
+        found.sort_by(|a, b| (a.0.len(), &a.0).cmp(&(b.0.len(), &b.0)));
+        for (name, path) in found {
+            let Ok(file) = MappedFile::open(&path, 0, self.file_size, false) else {
+                break;
+            };
+            let f = IndexFile::new(file, name, self.slots, self.entries)?;
+            self.write().push(Arc::new(f));
+        }
+        for f in self.read().iter() {
+            let count = u32::try_from(f.index_count()).unwrap_or(1).min(f.entries);
+            if let Ok(end) = usize::try_from(entry_position(self.slots, count)) {
+                f.file.follow_to(end);
+            }
+        }
+        Ok(())
+    }
+
     fn remove(&self, doomed: &[Arc<IndexFile>]) -> Result<()> {
         if doomed.is_empty() {
             return Ok(());

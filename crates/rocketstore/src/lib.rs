@@ -28,6 +28,7 @@ mod dispatch;
 mod error;
 pub mod failpoints;
 mod feed;
+mod follow;
 mod geometry;
 mod index;
 mod json;
@@ -59,6 +60,7 @@ pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode,
 pub use dispatch::Subscription;
 pub use dispatch::UndispatchableTopic;
 pub use error::{message_with_sources, CorruptionKind, Error, Result};
+pub use follow::PROGRESS_FILE;
 pub use geometry::store_geometry;
 pub use message::{
     GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,

@@ -447,6 +447,22 @@ impl AppendRegion {
         Some(unsafe { AtomicU64::from_ptr(ptr.cast::<u64>()) })
     }
 
+    /// Raises the watermark of a **read-only** mapping to `published` (clamped to the mapping),
+    /// never lowering it: a reader following a writer in another process
+    /// ([`crate::follow`]) makes the bytes that writer published readable. Refused (`false`)
+    /// for a writable mapping or while a write handle exists, where only [`AppendWriter::publish`]
+    /// may raise it. Touches no byte.
+    pub(crate) fn follow_published(&self, published: usize) -> bool {
+        if self.map.writable || self.claimed.load(Ordering::Acquire) {
+            return false;
+        }
+        let to = published.clamp(self.words, self.map.len);
+        // Release: pairs with readers' Acquire in `published` (the other process's bytes were
+        // in place before its progress word, which this thread loaded with Acquire, moved).
+        self.published.fetch_max(to, Ordering::AcqRel);
+        true
+    }
+
     /// Claims the single write handle, or `None` while another one exists.
     pub(crate) fn writer(self: &Arc<Self>) -> Option<AppendWriter> {
         // Acquire: the previous handle's writes (released on its drop) happen before ours.
@@ -661,6 +677,64 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
+}
+
+/// Sleeps while the 4-byte word `word` of a shared file mapping still holds `expected`, up to
+/// `timeout` (`FUTEX_WAIT` without `FUTEX_PRIVATE_FLAG`: the kernel keys the wait on the file
+/// page, so a `FUTEX_WAKE` from any process mapping the same file wakes it). Returns on a wake,
+/// a change, the timeout or a signal; the caller re-checks the word. Not Linux: sleeps for
+/// `min(timeout, 10 ms)` (the caller polls).
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: std::time::Duration) {
+    #[cfg(target_os = "linux")]
+    {
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(i32::try_from(timeout.subsec_nanos()).unwrap_or(0)),
+        };
+        // SAFETY: `word` is a live, aligned 4-byte atomic (the borrow keeps its mapping alive,
+        // invariant 5); FUTEX_WAIT only reads it, atomically, in the kernel, and compares it
+        // with `expected`; `ts` lives on this frame for the whole call. The return value
+        // (0, EAGAIN, ETIMEDOUT, EINTR) needs no handling: the caller re-reads the word.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT,
+                expected,
+                &ts as *const libc::timespec,
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (word, expected);
+        std::thread::sleep(timeout.min(std::time::Duration::from_millis(10)));
+    }
+}
+
+/// Wakes every process and thread sleeping in [`futex_wait`] on `word` (`FUTEX_WAKE`, shared).
+/// Not Linux: does nothing (waiters poll).
+pub(crate) fn futex_wake(word: &AtomicU32) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `word` is a live, aligned 4-byte atomic (invariant 5); FUTEX_WAKE reads no
+        // memory of this process beyond using the word's address as the wait key.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+                std::ptr::null::<libc::timespec>(),
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = word;
 }
 
 #[cfg(test)]

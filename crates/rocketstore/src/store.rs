@@ -103,6 +103,10 @@ pub struct Store {
     /// The services when they do not run on threads (`background_threads = false`).
     manual: Mutex<Option<ManualServices>>,
     put_buffers: Mutex<PutBuffers>,
+    /// Read-only stores: follows the writer of another process (`crate::follow`).
+    follower: Option<crate::follow::Follower>,
+    /// Writable stores: the progress readers in other processes follow.
+    progress: Option<Arc<crate::follow::ProgressWriter>>,
 }
 
 /// `put_batch`'s working memory, kept between calls: large batches otherwise allocate fresh
@@ -401,7 +405,24 @@ impl Store {
             .as_ref()
             .filter(|_| read_only && abnormal)
             .map(|i| crate::tail_index::for_recovery(&log, i, &recovery));
+        let (follower, progress) = if read_only {
+            let walked = u64::try_from(cqs.max_physic_offset())
+                .unwrap_or(0)
+                .max(log.min_offset())
+                .min(log.max_offset());
+            (Some(crate::follow::Follower::new(root, walked)), None)
+        } else {
+            // Without it (a root we may not create files in) readers just do not follow.
+            let p = crate::follow::ProgressWriter::open(root).ok().map(Arc::new);
+            if let Some(p) = &p {
+                dispatcher.set_progress(Arc::clone(p));
+                dispatcher.publish_progress(&log);
+            }
+            (None, p)
+        };
         let store = Store {
+            follower,
+            progress,
             tail_index,
             root: root.to_path_buf(),
             uniq: UniqKeyGen::new(&config.store_host),
@@ -556,7 +577,15 @@ impl Store {
         if self.state.load(Ordering::Acquire) == CLOSED {
             return Err(Error::Closed);
         }
-        Ok(())
+        self.follow()
+    }
+
+    /// A read-only store catches up with the writer of another process (`crate::follow`).
+    fn follow(&self) -> Result<()> {
+        match &self.follower {
+            Some(f) => f.refresh(&self.log, &self.cqs, &self.dispatcher),
+            None => Ok(()),
+        }
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -738,11 +767,13 @@ impl Store {
 
     /// Smallest commit log offset still stored.
     pub fn min_commitlog_offset(&self) -> u64 {
+        let _ = self.follow();
         self.log.min_offset()
     }
 
     /// One past the last readable commit log byte.
     pub fn max_commitlog_offset(&self) -> u64 {
+        let _ = self.follow();
         self.log.max_offset()
     }
 
@@ -934,6 +965,9 @@ impl Store {
             return Ok(());
         }
         self.waiters.close();
+        if let Some(p) = &self.progress {
+            p.close();
+        }
         let mut errors: Vec<Error> = Vec::new();
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -1133,6 +1167,8 @@ impl Store {
         let mut offset = offset;
         loop {
             let seen = reg.signal.seq();
+            let follow_seen = self.follower.as_ref().and_then(|f| f.seq());
+            self.follow()?;
             let r = self.read_queue(topic, queue_id, offset, max_messages, max_total_bytes, &sub);
             let wait = match r.status {
                 GetStatus::Found => return Ok(r),
@@ -1151,12 +1187,45 @@ impl Store {
                 // already follows get_message's rules (OFFSET_OVERFLOW_BADLY corrects down).
                 return Ok(r);
             }
-            reg.signal
-                .wait_change(seen, deadline, self.waiters.closed_flag());
+            match &self.follower {
+                // Woken by the writer's progress word (another process), or the deadline.
+                Some(f) => f.wait(follow_seen, deadline),
+                None => reg
+                    .signal
+                    .wait_change(seen, deadline, self.waiters.closed_flag()),
+            }
             if self.state.load(Ordering::Acquire) != OPEN {
                 return Err(Error::Closed);
             }
         }
+    }
+
+    /// A read-only store following a writer in another process: the writer's progress
+    /// sequence number, bumped after each dispatch pass (`None`: a writable store, or no writer
+    /// has published progress; see [`Store::wait_progress`]).
+    pub fn progress_seq(&self) -> Option<u32> {
+        self.follower.as_ref().and_then(|f| f.seq())
+    }
+
+    /// Waits until the writer of a followed store publishes progress past `seen` (a value of
+    /// [`Store::progress_seq`]), up to `timeout`, then catches up with it: a consumer of many
+    /// queues waits here once instead of in one [`Store::pull`] per queue. Sleeps in the kernel
+    /// (no CPU). A writable store (nothing to follow) just sleeps out `timeout`, at most 50 ms.
+    ///
+    /// # Errors
+    /// [`Error::Closed`]; the errors of catching up.
+    pub fn wait_progress(&self, seen: Option<u32>, timeout: Duration) -> Result<Option<u32>> {
+        self.check_readable()?;
+        match &self.follower {
+            Some(f) => {
+                if f.seq() == seen {
+                    f.wait(seen, deadline_after(timeout));
+                }
+            }
+            None => std::thread::sleep(timeout.min(Duration::from_millis(50))),
+        }
+        self.check_readable()?;
+        Ok(self.progress_seq())
     }
 
     /// Messages whose KEYS or UNIQ_KEY equal `key`, stored between `begin` and `end` (epoch ms),
@@ -1333,11 +1402,13 @@ impl Store {
 
     /// The queue's first offset (0 for an unknown queue).
     pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        let _ = self.follow();
         self.cqs.get(topic, queue_id).map_or(0, |q| q.min_offset())
     }
 
     /// The queue's end offset: the next offset to be written (0 for an unknown queue).
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        let _ = self.follow();
         self.cqs.get(topic, queue_id).map_or(0, |q| q.max_offset())
     }
 
@@ -1363,6 +1434,7 @@ impl Store {
 
     /// Every consume queue: (topic, queue id, min offset, max offset).
     pub fn consume_queues(&self) -> Vec<(String, i32, i64, i64)> {
+        let _ = self.follow();
         self.cqs
             .all()
             .iter()

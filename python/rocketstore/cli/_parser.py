@@ -443,6 +443,12 @@ def _add_bench(sub: _Commands) -> None:
         help="messages per body size of --peers (default: 1,000,000)",
     )
     bench.add_argument(
+        "--follow",
+        action="store_true",
+        help="also a reader process following this writer: wake latency from a put to a "
+        "waiting pull in another process (p50/p99/p99.9), reader CPU while idle, tailing rate",
+    )
+    bench.add_argument(
         "--scale",
         action="store_true",
         help="also cost growth with size: stores of --scale-sizes GiB (fill, read, lookup, "

@@ -84,6 +84,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.peer_messages is not None:
         opts.peer_messages = args.peer_messages
     opts.scale = args.scale
+    opts.follow = args.follow
     if args.scale_sizes is not None:
         opts.scale_sizes = args.scale_sizes
     opts.json_path = args.json

@@ -37,6 +37,8 @@ pub(crate) struct Dispatcher {
     /// Held by a dispatch run: runs (the reput thread, inline dispatch after puts without
     /// service threads, recovery) never interleave, so fed and decoded records stay in order.
     running: Mutex<()>,
+    /// The progress word readers in other processes follow (writable stores, `crate::follow`).
+    progress: std::sync::OnceLock<Arc<crate::follow::ProgressWriter>>,
 }
 
 /// A topic whose records were kept in the commit log but not dispatched to a consume queue,
@@ -71,6 +73,20 @@ impl Dispatcher {
             dispatched: AtomicU64::new(0),
             undispatchable: Mutex::new(BTreeMap::new()),
             running: Mutex::new(()),
+            progress: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Publishes every dispatch pass's end to `progress` from now on (writable stores).
+    pub(crate) fn set_progress(&self, progress: Arc<crate::follow::ProgressWriter>) {
+        let _ = self.progress.set(progress);
+    }
+
+    /// Publishes the dispatched end and the commit log's first offset to readers in other
+    /// processes (after a dispatch pass, after cleanup deleted files).
+    pub(crate) fn publish_progress(&self, log: &CommitLog) {
+        if let Some(p) = self.progress.get() {
+            p.publish(self.reput_from(), log.min_offset());
         }
     }
 
@@ -215,6 +231,9 @@ impl Dispatcher {
         self.dispatched.fetch_add(count, Ordering::Relaxed);
         self.waiters
             .notify(queues.touched.iter().map(|q| (q.topic(), q.queue_id())));
+        if self.reput_from() > from {
+            self.publish_progress(log);
+        }
         result.map(|_| count)
     }
 

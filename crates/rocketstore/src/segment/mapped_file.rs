@@ -383,6 +383,39 @@ impl MappedFile {
         self.last_store_timestamp.store(ts, Ordering::Release);
     }
 
+    /// A read-only file following a writer in another process (`crate::follow`): raises every
+    /// cursor to `pos` (clamped to the file), never lowering them. The caller has checked that
+    /// the other process published the bytes below `pos`. `false` for a writable file.
+    pub(crate) fn follow_to(&self, pos: usize) -> bool {
+        let pos = pos.min(self.size);
+        if self.writable || !self.map.follow_published(pos) {
+            return false;
+        }
+        self.wrote.fetch_max(pos, Ordering::AcqRel);
+        self.committed.fetch_max(pos, Ordering::AcqRel);
+        self.flushed.fetch_max(pos, Ordering::AcqRel);
+        self.writeback.fetch_max(pos, Ordering::AcqRel);
+        true
+    }
+
+    /// Reads bytes of the file at `pos` with `pread`, regardless of cursors: bytes another
+    /// process may be writing (a follower validates what it reads before publishing it).
+    pub(crate) fn read_at(&self, pos: usize, buf: &mut [u8]) -> Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let end = self.size.saturating_sub(pos).min(buf.len());
+        let buf = &mut buf[..end];
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], (pos + done) as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("pread", &self.path, e)),
+            }
+        }
+        Ok(done)
+    }
+
     /// Sets every cursor to `pos` (creation, recovery, truncation). Exclusive: lowering the
     /// watermark re-opens published bytes for writing, so no reader or writer may hold the file.
     pub(crate) fn set_positions(&mut self, pos: usize) -> Result<()> {

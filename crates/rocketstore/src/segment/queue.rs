@@ -87,6 +87,12 @@ impl MappedFileQueue {
                 file_size = *len;
             }
         }
+        // A read-only open next to a live writer may find the file its allocator is creating
+        // ahead of it (still growing to its size, nothing in it yet): not loaded (a follower
+        // picks it up once it is whole, `follow_open`).
+        while !writable && entries.len() > 1 && entries.last().is_some_and(|e| e.2 < file_size) {
+            entries.pop();
+        }
         let mut files = Vec::with_capacity(entries.len());
         let mut expect: Option<u64> = None;
         for (offset, path, len) in entries {
@@ -214,6 +220,80 @@ impl MappedFileQueue {
             }
         }
         files.push(file);
+        Ok(())
+    }
+
+    /// A follower (read-only, `crate::follow`) picks up the file the writer in another process
+    /// created at `from` (the end of the last file, or the first file of an empty list): it is
+    /// opened read-only with nothing readable yet and appended. `None` while it does not exist
+    /// or does not have its full size yet (being created).
+    pub(crate) fn follow_open(&self, from: u64) -> Result<Option<Arc<MappedFile>>> {
+        if self.writable {
+            return Ok(None);
+        }
+        let path = self.dir.join(rocketstore_format::offset_to_file_name(from));
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() && m.len() == self.file_size => {}
+            Ok(_) => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("stat", &path, e)),
+        }
+        let size = usize::try_from(self.file_size).map_err(|_| Error::UnsupportedFormat {
+            path: path.clone(),
+            reason: "file too large".into(),
+        })?;
+        let mut f = match MappedFile::open(&path, from, size, false) {
+            Ok(f) => f,
+            // Deleted (or resized) between the stat and the open: not there.
+            Err(Error::Io { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        f.set_positions(0)?;
+        let f = Arc::new(f);
+        if let Some(last) = self.last() {
+            if last.from() + self.file_size != from {
+                return Ok(None);
+            }
+        }
+        self.push(Arc::clone(&f))?;
+        Ok(Some(f))
+    }
+
+    /// A follower drops the files that end at or below `min` (deleted by the writer's cleanup),
+    /// keeping at least the last one. Returns how many were dropped.
+    pub(crate) fn follow_drop_before(&self, min: u64) -> usize {
+        let mut files = self.write();
+        let keep_from = files
+            .iter()
+            .position(|f| f.from() + self.file_size > min)
+            .unwrap_or(files.len())
+            .min(files.len().saturating_sub(1));
+        files.drain(..keep_from).count()
+    }
+
+    /// A follower drops the leading files the writer deleted (gone from the directory; the
+    /// mapping of an unlinked file stays valid until dropped), keeping at least the last one.
+    pub(crate) fn follow_drop_missing(&self) -> usize {
+        let mut files = self.write();
+        let keep_from = files
+            .iter()
+            .position(|f| f.path().exists())
+            .unwrap_or(files.len())
+            .min(files.len().saturating_sub(1));
+        files.drain(..keep_from).count()
+    }
+
+    /// A follower's freshly loaded queue: every file's cursors to 0, so that what is readable
+    /// is only what [`MappedFile::follow_to`] validates later. Exclusive (nobody else holds the
+    /// files yet).
+    pub(crate) fn follow_reset(&self) -> Result<()> {
+        let mut files = self.write();
+        for f in files.iter_mut() {
+            let path = f.path().to_path_buf();
+            Arc::get_mut(f)
+                .ok_or_else(|| Error::invalid("follow", format!("{} is in use", path.display())))?
+                .set_positions(0)?;
+        }
         Ok(())
     }
 

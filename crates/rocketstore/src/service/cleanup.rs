@@ -317,6 +317,10 @@ impl Cleaner {
         report.consume_queue_files_deleted = cq;
         report.index_files_deleted = idx;
         report.min_commitlog_offset = self.log.min_offset();
+        if !report.commitlog_files_deleted.is_empty() {
+            // Readers in other processes drop the files they map below the new first offset.
+            self.dispatcher.publish_progress(&self.log);
+        }
         if self.is_disk_full() && !report.commitlog_files_deleted.is_empty() {
             // Re-check at once so writes resume without waiting for the next pass.
             let (_, _, usage) = self.check_space();

@@ -367,6 +367,7 @@ impl Store {
         from: i64,
         max: usize,
     ) -> Vec<(i64, CqUnit)> {
+        let _ = self.follow();
         self.cqs
             .get(topic, queue_id)
             .map(|q| q.units_from(from, max))
@@ -386,6 +387,7 @@ impl Store {
         end: i64,
         mut f: impl FnMut(i64, CqUnit) -> bool,
     ) {
+        let _ = self.follow();
         let Some(cq) = self.cqs.get(topic, queue_id) else {
             return;
         };
