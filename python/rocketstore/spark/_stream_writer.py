@@ -196,6 +196,19 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             )
             err.key = "streamId"
             raise err
+        from rocketstore._remote import resolve_root
+        from rocketstore.exceptions import UnsupportedRootError
+
+        path = str(options.get("path") or "")
+        if resolve_root(path, options)[1] is not None:
+            err = UnsupportedRootError(
+                f"store root {path!r}: the streaming sink keeps long-lived stores open on a "
+                "local or shared file system; on a remote root, append each micro-batch with "
+                "foreachBatch and df.write.format('rocketstore').mode('append')"
+            )
+            err.key = "path"
+            err.scheme = path.split(":", 1)[0].lower()
+            raise err
         self.writer = RocketStoreWriter(rest, schema, overwrite=False, live_marker=False)
         self.stores = parse_int("stores", own.get("stores", "4"), minimum=1)
         if self.stores > 10_000:

@@ -22,8 +22,30 @@ public class RocketStoreTable extends PythonTable {
         this.tableSchema = schema;
     }
 
+    /** The scheme of a root the JVM path does not read or write in place, or null. */
+    private static String remote(CaseInsensitiveStringMap options) {
+        String path = options.get("path");
+        if (path == null || path.isEmpty() || Connector.localRoot(path) != null) {
+            return null;
+        }
+        String scheme = Connector.scheme(path);
+        // Other schemes: the Python data source refuses them with the schemes it serves.
+        return scheme != null && scheme.matches("s3|s3a|gs|abfs|abfss|hdfs") ? scheme : null;
+    }
+
+    private static String remoteReason(String scheme) {
+        return "the root is a " + scheme + ":// URI (the Python data source copies stores"
+                + " between remote roots and the executors' local disks)";
+    }
+
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        String scheme = remote(options);
+        if (scheme != null) {
+            Connector.fallback("reads", remoteReason(scheme));
+            return super.newScanBuilder(new CaseInsensitiveStringMap(
+                    Connector.withHadoopSettings(options.asCaseSensitiveMap())));
+        }
         String env = Connector.environment(JvmRead.ENABLED_CONF);
         if (env != null) {
             Connector.fallback("reads", env);
@@ -40,6 +62,12 @@ public class RocketStoreTable extends PythonTable {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        String scheme = remote(info.options());
+        if (scheme != null) {
+            Connector.fallback("writes", remoteReason(scheme));
+            return super.newWriteBuilder(new JvmWrite.WithOptions(info, new CaseInsensitiveStringMap(
+                    Connector.withHadoopSettings(info.options().asCaseSensitiveMap()))));
+        }
         String env = Connector.environment(JvmWrite.ENABLED_CONF);
         if (env != null) {
             Connector.fallback("writes", env);
