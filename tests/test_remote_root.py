@@ -496,3 +496,30 @@ def test_cli_inspect_verify_dump_remote_and_refused(
     assert out.returncode != 0
     assert "local stores only" in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written locally"
+
+
+def test_s3_settings_from_the_spark_conf(spark: Any, s3: Any, bucket: str) -> None:
+    """``spark.hadoop.fs.s3a.*`` in the session's conf, no options: the JVM connector hands
+    them to the Python data source; ``ingest`` and ``verify`` read them themselves."""
+    from rocketstore.spark import ingest, verify
+    from rocketstore.spark._jvm import session_has_connector
+
+    if not session_has_connector(spark):
+        pytest.skip("the session's conf reaches the Python data source through the JVM connector")
+    conf = {f"spark.hadoop.{k}": v for k, v in s3.options().items()}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        uri = f"s3a://{bucket}/conf"
+        df = _df(spark, 300)
+        summary = ingest(df, uri, stores=2)
+        assert summary["root"] == uri
+        assert summary["messages"] == 300
+        assert summary["stores"] == ["store-00000", "store-00001"]
+        df.write.format("rocketstore").mode("append").save(uri)
+        assert spark.read.format("rocketstore").load(uri).count() == 600
+        report = verify(spark, uri)
+        assert report.ok, str(report)
+    finally:
+        for k in conf:
+            spark.conf.unset(k)

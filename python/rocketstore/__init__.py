@@ -65,6 +65,7 @@ from rocketstore._native import (
 from rocketstore._status import GetMessageStatus, PutMessageStatus
 from rocketstore._store import MessageStore
 from rocketstore.exceptions import (
+    CommitConflictError,
     CorruptionError,
     DiskFullError,
     InvalidConfigError,
@@ -79,6 +80,7 @@ from rocketstore.exceptions import (
     StorePoisonedError,
     StoreReadOnlyError,
     UnsupportedFormatError,
+    UnsupportedRootError,
 )
 
 if TYPE_CHECKING:
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MESSAGE_SCHEMA",
+    "CommitConflictError",
     "ConfigField",
     "CorruptionError",
     "DiskFullError",
@@ -110,6 +113,7 @@ __all__ = [
     "StoreReadOnlyError",
     "StoreReport",
     "UnsupportedFormatError",
+    "UnsupportedRootError",
     "__version__",
     "compress_body",
     "config_fields",

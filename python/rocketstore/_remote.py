@@ -706,16 +706,19 @@ def manifest_name(commit: int) -> str:
     return f"{MANIFESTS}/{commit:020d}.json"
 
 
-def spark_settings(conf: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """The file system settings among Spark conf entries: ``spark.hadoop.fs.*`` as ``fs.*``.
+def spark_settings(spark: Any) -> dict[str, str]:
+    """The file system settings of a SparkSession's conf: its ``spark.hadoop.fs.*`` entries
+    (from the launch conf and ``spark.conf.set``) as ``fs.*``.
 
     Example::
 
-        spark_settings(spark.sparkContext.getConf().getAll())  # {'fs.s3a.endpoint': ...}
+        spark_settings(spark)  # {'fs.s3a.endpoint': 'http://minio:9000', ...}
     """
+    pairs = list(spark.sparkContext.getConf().getAll())
+    pairs.extend(dict(spark.conf.getAll).items())
     return {
         k[len("spark.hadoop.") :].lower(): str(v)
-        for k, v in conf
+        for k, v in pairs
         if k.startswith("spark.hadoop.fs.")
     }
 

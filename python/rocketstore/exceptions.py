@@ -44,6 +44,10 @@ Example::
 
 from __future__ import annotations
 
+#: Raised by the Python layer only (store roots, remote commits): the native module, which
+#: re-exports every class it raises, does not list them.
+PYTHON_ONLY = ("CommitConflictError", "UnsupportedRootError")
+
 __all__ = [
     "CommitConflictError",
     "CorruptionError",

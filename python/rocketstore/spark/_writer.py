@@ -26,6 +26,13 @@ publishes the new stores, then deletes the old ones; nothing else under ``root``
 If publishing fails half-way, the stores already renamed are moved back and the old ones
 restored.
 
+On a remote root (``s3a://...``, see :mod:`rocketstore._remote`) nothing is renamed: each task
+builds its store in the executor's local directory and uploads it to the same
+``_temporary/<job id>/part-...`` name; ``commit`` copies each committed attempt's files to
+``store-<n>`` and then creates ``_manifests/<commit>.json`` (conditionally: the commit point),
+then the ``_SUCCESS`` hint. Its entries also list each store's ``files`` (name, size, data
+extents, SHA-256), the only files readers download.
+
 Manifest (``<root>/_SUCCESS``, JSON)::
 
     {"format": "rocketstore-spark", "version": 1, "job_id": "...", "mode": "append",

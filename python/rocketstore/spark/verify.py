@@ -688,7 +688,7 @@ def verify(
     ensure_registered(spark)
     t0 = time.perf_counter()
     settings, config = _split_config(config)
-    conf = spark_settings(spark.sparkContext.getConf().getAll())
+    conf = spark_settings(spark)
     plan = _Plan(root, {**conf, **settings})
     stores = plan.stores
     with_queue = expected is not None and "queue_id" in expected.columns

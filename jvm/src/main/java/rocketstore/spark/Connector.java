@@ -108,6 +108,17 @@ final class Connector {
         }
     }
 
+    /** The scheme of a remote root the Python data source serves, or null. */
+    static String remoteScheme(org.apache.spark.sql.util.CaseInsensitiveStringMap options) {
+        String path = options.get("path");
+        if (path == null || path.isEmpty() || localRoot(path) != null) {
+            return null;
+        }
+        String scheme = scheme(path);
+        // Other schemes: the Python data source refuses them with the schemes it serves.
+        return scheme != null && scheme.matches("s3|s3a|gs|abfs|abfss|hdfs") ? scheme : null;
+    }
+
     /**
      * {@code options} plus the session's file system settings (the {@code spark.hadoop.fs.*}
      * entries of its conf, named without {@code spark.hadoop.}) that the options do not set:

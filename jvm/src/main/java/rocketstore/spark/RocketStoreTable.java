@@ -22,17 +22,6 @@ public class RocketStoreTable extends PythonTable {
         this.tableSchema = schema;
     }
 
-    /** The scheme of a root the JVM path does not read or write in place, or null. */
-    private static String remote(CaseInsensitiveStringMap options) {
-        String path = options.get("path");
-        if (path == null || path.isEmpty() || Connector.localRoot(path) != null) {
-            return null;
-        }
-        String scheme = Connector.scheme(path);
-        // Other schemes: the Python data source refuses them with the schemes it serves.
-        return scheme != null && scheme.matches("s3|s3a|gs|abfs|abfss|hdfs") ? scheme : null;
-    }
-
     private static String remoteReason(String scheme) {
         return "the root is a " + scheme + ":// URI (the Python data source copies stores"
                 + " between remote roots and the executors' local disks)";
@@ -40,7 +29,7 @@ public class RocketStoreTable extends PythonTable {
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        String scheme = remote(options);
+        String scheme = Connector.remoteScheme(options);
         if (scheme != null) {
             Connector.fallback("reads", remoteReason(scheme));
             return super.newScanBuilder(new CaseInsensitiveStringMap(
@@ -62,7 +51,7 @@ public class RocketStoreTable extends PythonTable {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        String scheme = remote(info.options());
+        String scheme = Connector.remoteScheme(info.options());
         if (scheme != null) {
             Connector.fallback("writes", remoteReason(scheme));
             return super.newWriteBuilder(new JvmWrite.WithOptions(info, new CaseInsensitiveStringMap(
