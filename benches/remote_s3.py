@@ -5,6 +5,7 @@
 Starts moto's S3 server (``moto[server]``) on a loopback port, a ``local[2]`` session, and
 measures, in one run, on the same cached DataFrame:
 
+- rocketstore on a local root (for reference: the same job without the object store);
 - rocketstore: ``df.write.format("rocketstore").save("s3a://bench/rs")`` (tasks build stores on
   local disk, upload their data extents, the driver copies and commits the manifest), then
   ``spark.read.format("rocketstore").load(...)`` with a cold download cache;
@@ -12,8 +13,9 @@ measures, in one run, on the same cached DataFrame:
   server with ``pyarrow.parquet`` over ``pyarrow.fs.S3FileSystem`` (the client rocketstore
   uses; Spark's own s3a connector is not part of PySpark), then each task reads one file back.
 
-Each phase reports messages/s and the CPU time per message of the whole process tree (this
-Python, the Spark JVM and its Python workers; the S3 server's CPU is reported apart).
+One untimed warm-up of every path first. Each phase reports messages/s and the CPU time per
+message of the whole process tree (this Python, the Spark JVM and its Python workers; the S3
+server's CPU is reported apart), and the bytes each format put on the server.
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ def run(args: argparse.Namespace, settings: dict[str, str], server_pid: int, wor
         aws_secret_access_key="bench-secret",
         region_name="us-east-1",
     ).create_bucket(Bucket="bench")
+    import rocketstore.spark  # noqa: F401  (before the session: the JVM connector's jar)
+
     builder = SparkSession.builder.master("local[2]").appName("rocketstore-remote-bench")
     for k, v in {
         "spark.ui.enabled": "false",
@@ -123,7 +127,6 @@ def run(args: argparse.Namespace, settings: dict[str, str], server_pid: int, wor
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    import rocketstore.spark  # noqa: F401
 
     n = args.messages
     df = (
@@ -181,7 +184,17 @@ def run(args: argparse.Namespace, settings: dict[str, str], server_pid: int, wor
         assert rows == n, (name, rows)
         results.append((name, wall, cpu, srv))
 
+    # Untimed warm-up of every path (JVM code generation, Python workers, the S3 client).
+    small = df.limit(20_000).repartition(args.partitions)
+    _write_rs(small, str(work / "warm"), 0)
+    _write_rs(small, "s3a://bench/warm", 0)
+    small.mapInArrow(write_parquet, "rows long").collect()
+    spark.read.format("rocketstore").option("cacheDir", str(work / "warm-cache")).load(
+        "s3a://bench/warm"
+    ).count()
+
     uri = "s3a://bench/rs"
+    phase("rocketstore write, local root (reference)", lambda: _write_rs(df, str(work / "rs"), n))
     phase("rocketstore write", lambda: _write_rs(df, uri, n))
     phase(
         "Parquet write (pyarrow.fs)",
@@ -206,6 +219,22 @@ def run(args: argparse.Namespace, settings: dict[str, str], server_pid: int, wor
             .agg(F.count("*").alias("n"), F.sum(F.length("body")))
             .collect()[0]["n"]
         ),
+    )
+    client = boto3.client(
+        "s3",
+        endpoint_url=settings["fs.s3a.endpoint"],
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench-secret",
+        region_name="us-east-1",
+    )
+
+    def stored(prefix: str) -> int:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=prefix)
+        return sum(o["Size"] for p in pages for o in p.get("Contents", []))
+
+    print(
+        f"\non the server: rocketstore {stored('rs/store-') / 1e6:.1f} MB (data extents of the "
+        f"stores), Parquet {stored('pq/') / 1e6:.1f} MB"
     )
     print(
         f"\n{n:,} messages, {args.body_bytes} B bodies, {args.partitions} tasks, local[2], "

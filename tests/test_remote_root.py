@@ -523,3 +523,30 @@ def test_s3_settings_from_the_spark_conf(spark: Any, s3: Any, bucket: str) -> No
     finally:
         for k in conf:
             spark.conf.unset(k)
+
+
+def test_download_cache_is_bounded(
+    s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rocketstore
+    from rocketstore import _remote
+
+    monkeypatch.setattr(_remote, "_IN_USE_SECONDS", 0.0)
+    _, remote = resolve_root(
+        f"s3a://{bucket}/cache",
+        {**s3.options(), "cacheDir": str(tmp_path / "cache"), "cacheMaxBytes": "1"},
+    )
+    assert remote is not None
+    entries = []
+    for name in ("store-00000", "store-00001"):
+        local = tmp_path / name
+        with rocketstore.MessageStore(local) as store:
+            store.put("T", name.encode())
+        entries.append({"path": name, "files": remote.upload_store(local, name)})
+    first = remote.fetch(entries[0])
+    assert first.is_dir()
+    second = remote.fetch(entries[1])
+    assert second.is_dir()
+    assert not first.exists(), "the least recently used store is evicted past the bound"
+    with rocketstore.MessageStore(second, read_only=True) as store:
+        assert store.max_commitlog_offset() > 0

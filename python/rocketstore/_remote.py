@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -77,6 +78,8 @@ ROOT_OPTIONS = ("cacheDir", "cacheMaxBytes")
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(.*)$", re.S)
 _CHUNK = 8 << 20
+#: A cached store used this recently is never evicted (a task may be opening it).
+_IN_USE_SECONDS = 60.0
 _UPLOAD_THREADS = 4
 
 
@@ -576,7 +579,8 @@ class RemoteRoot:
         Processes share the cache: a store is downloaded into a private directory and renamed
         into place, under a lock per store so that two tasks of one executor download it once.
         Least recently used stores are then removed until the cache is within its bound
-        (the store just fetched is kept whatever its size).
+        (the store just fetched, and any other used in the last minute, which a task of
+        another worker may be opening, are kept whatever their size).
         """
         import fcntl
 
@@ -669,8 +673,9 @@ class RemoteRoot:
             total += size
             if done.parent.name != keep:
                 entries.append((when, size, done.parent))
-        for _, size, home in sorted(entries):
-            if total <= self.cache_max_bytes:
+        recent = time.time() - _IN_USE_SECONDS
+        for when, size, home in sorted(entries):
+            if total <= self.cache_max_bytes or when > recent:
                 break
             # Open files of a store being read stay readable after the unlink.
             with contextlib.suppress(OSError):
