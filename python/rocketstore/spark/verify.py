@@ -545,6 +545,8 @@ class _Plan:
         self.manifest_root = self.base
         self.found = []
         entries = remote_entries(remote)
+        if not entries:
+            raise FileNotFoundError(2, "the manifest of the remote root lists no store", remote.uri)
         _, self.manifest = remote.latest_manifest()
         self.stores = [(remote.child(str(e["path"])), str(e["path"]), e) for e in entries]
         self.checks["manifest"].note(
