@@ -363,8 +363,9 @@ def _writer(s3: Any, uri: str, tmp_path: Path) -> Any:
     return RocketStoreWriter(options, schema, overwrite=False)
 
 
-def _child(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _child(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The killed task's local store stays where it was built: in the test's directory.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROCKETSTORE_LOCAL_DIR": str(tmp_path)}
     return subprocess.run(
         [sys.executable, str(CHILD), *args],
         env=env,
@@ -388,7 +389,7 @@ def test_task_killed_mid_upload_then_retried(
     writer = _writer(s3, uri, tmp_path)
     pickled = tmp_path / "writer.pkl"
     pickled.write_bytes(pickle.dumps(writer))
-    proc = _child("task", str(pickled), "0", "7", "3000")
+    proc = _child(tmp_path, "task", str(pickled), "0", "7", "3000")
     assert proc.returncode == -9, proc.stderr[-3000:]
     partial = s3.keys(bucket, f"killed-task/_temporary/{writer.job_id}/part-00000-7/")
     assert partial, "the killed attempt had uploaded part of its store"
@@ -424,7 +425,7 @@ def test_driver_killed_before_commit_then_rerun(
     killed = _writer(s3, uri, tmp_path)
     pickled = tmp_path / "writer.pkl"
     pickled.write_bytes(pickle.dumps(killed))
-    proc = _child("driver", str(pickled), "500")
+    proc = _child(tmp_path, "driver", str(pickled), "500")
     assert proc.returncode == -9, proc.stderr[-3000:]
     # The killed commit had copied its stores to their published names, without a manifest.
     assert s3.keys(bucket, "killed-driver/store-00001/")
