@@ -575,7 +575,8 @@ def test_exception_tree() -> None:
         cls = getattr(ex, name)
         assert issubclass(cls, MessageStoreError)
         assert getattr(rocketstore, name) is cls
-        assert getattr(rocketstore._native, name) is cls
+        if name not in ex.PYTHON_ONLY:
+            assert getattr(rocketstore._native, name) is cls
         assert cls.__doc__
     assert issubclass(ex.StoreIOError, OSError)
     assert issubclass(ex.DiskFullError, ex.StoreIOError)

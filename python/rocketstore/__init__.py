@@ -67,6 +67,7 @@ from rocketstore._status import GetMessageStatus, PutMessageStatus
 from rocketstore._store import MessageStore
 from rocketstore.consumer import Consumer, read_consumer_offsets
 from rocketstore.exceptions import (
+    CommitConflictError,
     CorruptionError,
     DiskFullError,
     InvalidConfigError,
@@ -81,6 +82,7 @@ from rocketstore.exceptions import (
     StorePoisonedError,
     StoreReadOnlyError,
     UnsupportedFormatError,
+    UnsupportedRootError,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_QUEUE_NUMS",
     "MESSAGE_SCHEMA",
+    "CommitConflictError",
     "ConfigField",
     "Consumer",
     "CorruptionError",
@@ -114,6 +117,7 @@ __all__ = [
     "StoreReadOnlyError",
     "StoreReport",
     "UnsupportedFormatError",
+    "UnsupportedRootError",
     "__version__",
     "compress_body",
     "config_fields",

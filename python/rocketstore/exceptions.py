@@ -16,6 +16,8 @@ that already handles ``OSError``, ``ValueError`` or ``IndexError`` keeps working
     ├── UnsupportedFormatError(MessageStoreError)         .path
     ├── StoreForkedError(MessageStoreError)
     ├── InvalidConfigError(MessageStoreError, ValueError) .key .suggestions
+    │   └── UnsupportedRootError(InvalidConfigError)       .scheme .supported
+    ├── CommitConflictError(MessageStoreError)            .path
     └── InvalidMessageError(MessageStoreError, ValueError)  .field
         └── MessageTooLargeError(InvalidMessageError)      .size .max .index
 
@@ -42,7 +44,12 @@ Example::
 
 from __future__ import annotations
 
+#: Raised by the Python layer only (store roots, remote commits): the native module, which
+#: re-exports every class it raises, does not list them.
+PYTHON_ONLY = ("CommitConflictError", "UnsupportedRootError")
+
 __all__ = [
+    "CommitConflictError",
     "CorruptionError",
     "DiskFullError",
     "InvalidConfigError",
@@ -57,6 +64,7 @@ __all__ = [
     "StorePoisonedError",
     "StoreReadOnlyError",
     "UnsupportedFormatError",
+    "UnsupportedRootError",
 ]
 
 
@@ -193,6 +201,34 @@ class InvalidConfigError(MessageStoreError, ValueError):
 
     key: str | None = None
     suggestions: tuple[str, ...] = ()
+
+
+class UnsupportedRootError(InvalidConfigError):
+    """A store root is a URI whose scheme rocketstore does not serve (``ftp://``, ``s3n://``,
+    ...), or a malformed URI of a scheme it serves.
+
+    Raised before anything is read or written (for a Spark job: on the driver, before any task
+    runs). ``scheme`` is the URI's scheme and ``supported`` the schemes that are served.
+
+    Example::
+
+        try:
+            rocketstore.spark.verify_local("ftp://host/stores")
+        except UnsupportedRootError as e:
+            print(e.scheme, e.supported)  # ftp ('file', 's3', 's3a', 'gs', ...)
+    """
+
+    scheme: str | None = None
+    supported: tuple[str, ...] = ()
+
+
+class CommitConflictError(MessageStoreError):
+    """Another job committed to the same remote root at the same time: this job's manifest
+    version exists already (a conditional create failed). Nothing of this job is published;
+    rerun it.
+    """
+
+    path: str | None = None
 
 
 class InvalidMessageError(MessageStoreError, ValueError):

@@ -232,6 +232,13 @@ def _store_config(items: list[str]) -> dict[str, int | bool | str]:
     return config
 
 
+def _fs_settings(items: list[str]) -> dict[str, str]:
+    """The file system settings among ``-c KEY=VALUE`` items (``fs.s3a.endpoint=...``)."""
+    from rocketstore._remote import split_settings
+
+    return split_settings(_options(items))[0]
+
+
 #: Messages of the demo's untimed warm-up run (at most; 2 % of a smaller demo, at least 1,000).
 _WARM_UP = 20_000
 
@@ -355,6 +362,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """``rocketstore ingest``: a Parquet/JSON/CSV input into N stores."""
+    from rocketstore._remote import resolve_root
+
+    resolve_root(args.store)  # an unsupported scheme: refused before Spark starts
     t0 = time.perf_counter()
     options: dict[str, Any] = _options(args.config)  # writer options, as strings
     with session(args.master, "rocketstore-ingest", conf=args.conf) as spark:
@@ -378,6 +388,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``rocketstore verify``: every check; exit status 1 if one fails."""
+    from rocketstore._remote import resolve_root
+
+    resolve_root(args.root)  # an unsupported scheme: refused before Spark starts
     if getattr(args, "no_spark", False):
         return cmd_verify_local(args)
     with session(args.master, "rocketstore-verify", conf=args.conf) as spark:
@@ -392,5 +405,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 sample_keys=args.sample_keys,
                 report_path=args.report,
                 **_store_config(args.config),
+                **_fs_settings(args.config),
             )
     return print_verify(args, report)

@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -172,6 +174,55 @@ def inspect_store(root: str | os.PathLike[str], **config: int | bool | str) -> d
         }
 
 
+def _split_fs(items: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """``(file system settings, other items)`` of ``-c KEY=VALUE`` items."""
+    from rocketstore._remote import split_settings
+
+    settings: dict[str, str] = {}
+    rest: list[str] = []
+    for item in items:
+        key, _, value = item.partition("=")
+        found = split_settings({key.strip(): value})[0]
+        if found:
+            settings.update(found)
+        else:
+            rest.append(item)
+    return settings, rest
+
+
+@contextlib.contextmanager
+def local_view(args: argparse.Namespace, command: str) -> Iterator[None]:
+    """Makes ``args.root`` a local path for a command that reads stores in place: a
+    ``file://`` URI becomes its path; a remote root (``s3://...``, with ``-c fs.s3a.*``
+    settings) is downloaded into a temporary directory, removed afterwards; any other scheme
+    is refused (``UnsupportedRootError``)."""
+    from rocketstore._remote import materialize, resolve_root
+
+    settings, args.config = _split_fs(args.config)
+    local, remote = resolve_root(args.root, settings)
+    if remote is None:
+        if local != os.path.abspath(args.root):  # a file:// URI
+            args.root = local
+        yield
+        return
+    if command == "rebuild-indexes":
+        raise CliError(
+            f"{args.root}: rebuild-indexes changes stores in place; it works on local stores "
+            "only (download the store first)",
+            EXIT_USAGE,
+        )
+    with tempfile.TemporaryDirectory(prefix="rocketstore-remote-") as tmp:
+        uri = args.root
+        path, _, manifest = materialize(uri, settings, Path(tmp))
+        n = len(manifest.get("stores", [])) if path.name == "root" else 1
+        print(f"rocketstore {command}: {uri}: {n} store(s) downloaded", file=sys.stderr)
+        args.root = str(path)
+        try:
+            yield
+        finally:
+            args.root = uri
+
+
 def _stores_or_exit(root: str, command: str) -> list[Path]:
     path = Path(root)
     if not path.exists():
@@ -258,6 +309,11 @@ def _print_root(info: dict[str, Any]) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    with local_view(args, "inspect"):
+        return _inspect(args)
+
+
+def _inspect(args: argparse.Namespace) -> int:
     config = parse_config(args.config)
     root = Path(args.root)
     _stores_or_exit(args.root, "inspect")
@@ -362,6 +418,11 @@ def _iso_ms(ms: int) -> str:
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
+    with local_view(args, "dump"):
+        return _dump(args)
+
+
+def _dump(args: argparse.Namespace) -> int:
     base = Path(args.root)
     stores = _stores_or_exit(args.root, "dump")
     config = parse_config(args.config)
@@ -443,6 +504,8 @@ def cmd_rebuild_indexes(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    with local_view(args, "rebuild-indexes"):
+        pass  # a file:// URI becomes its path; a remote or unsupported root is refused
     base = Path(args.root)
     config = parse_config(args.config)
     for path in _stores_or_exit(args.root, "rebuild-indexes"):
@@ -491,13 +554,24 @@ def print_verify(args: argparse.Namespace, report: VerifyReport) -> int:
 def cmd_verify_local(args: argparse.Namespace) -> int:
     """``rocketstore verify --no-spark``: the per-store checks in this process (threads);
     needs no PySpark."""
+    from rocketstore._remote import resolve_root
     from rocketstore.spark.verify import verify_local
 
     if args.expected:
         raise CliError("--expected needs Spark (drop --no-spark)", EXIT_USAGE)
-    _stores_or_exit(args.root, "verify")
-    config: dict[str, Any] = dict(parse_config(args.config))
-    report = verify_local(
-        args.root, sample_keys=args.sample_keys, report_path=args.report, **config
-    )
+    settings, items = _split_fs(args.config)
+    local, remote = resolve_root(args.root, settings)
+    config: dict[str, Any] = dict(parse_config(items))
+    if remote is None:
+        _stores_or_exit(local, "verify")
+        report = verify_local(
+            local, sample_keys=args.sample_keys, report_path=args.report, **config
+        )
+        return print_verify(args, report)
+    with tempfile.TemporaryDirectory(prefix="rocketstore-verify-") as tmp:
+        # Each store is downloaded (every file checked against the manifest) and verified.
+        keywords: dict[str, Any] = {**config, **settings, "cacheDir": tmp}
+        report = verify_local(
+            args.root, sample_keys=args.sample_keys, report_path=args.report, **keywords
+        )
     return print_verify(args, report)

@@ -12,8 +12,12 @@ Example::
     summary = ingest(df, "/data/stores", stores=8, mode="overwrite")
     print(summary["messages"], summary["messages_per_second"])
 
-Stores are directories of memory-mapped files: ``root`` must be on a file system that every
-executor sees at the same path (a local disk for ``local[*]``, a shared mount on a cluster).
+Stores are directories of memory-mapped files: a local ``root`` (a path or a ``file://`` URI)
+must be on a file system that every executor sees at the same path (a local disk for
+``local[*]``, a shared mount on a cluster). On a cluster without one, ``root`` is a remote URI
+(``s3a://bucket/stores``, ``gs://``, ``abfss://``, ``hdfs://``): tasks build their stores on
+local disk and upload them, and the session's ``spark.hadoop.fs.*`` settings apply (see
+docs/spark.md, "Remote roots").
 """
 
 from __future__ import annotations
@@ -145,14 +149,25 @@ def ingest(
         parts = parts.sortWithinPartitions(
             *([order_by] if isinstance(order_by, str) else list(order_by))
         )
+    from rocketstore._remote import resolve_root, spark_settings
+
+    path, remote = resolve_root(root)  # an unsupported scheme fails here, before any job
+    if remote is not None:  # the session's spark.hadoop.fs.* settings, unless options set them
+        given = {k.lower() for k in options}
+        conf = spark_settings(df.sparkSession)
+        options = {**{k: v for k, v in conf.items() if k not in given}, **options}
     writer = parts.write.format("rocketstore").mode(mode)
     for key, value in options.items():
         writer = writer.option(key, value)
-    path = os.path.abspath(os.fspath(root))
     t0 = time.perf_counter()
     writer.save(path)
     seconds = time.perf_counter() - t0
-    manifest = read_manifest(path) or {}
+    if remote is not None:
+        _, remote = resolve_root(path, {k: str(v) for k, v in options.items()})
+        assert remote is not None
+        manifest = remote.latest_manifest()[1] or {}
+    else:
+        manifest = read_manifest(path) or {}
     job_id = manifest.get("job_id")
     new = [s for s in manifest.get("stores", []) if s.get("job_id") == job_id]
     messages = sum(int(s.get("messages", 0)) for s in new)

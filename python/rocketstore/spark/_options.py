@@ -48,6 +48,14 @@ _SPARK_OPTIONS = frozenset({"path", "paths"})
 OffsetSpec = dict[str, dict[str, dict[int, int]]]
 
 
+def is_root_setting(key: str) -> bool:
+    """True for the options of a store root's file system (``fs.s3a.endpoint``, ...,
+    ``spark.hadoop.fs.*``, ``cacheDir``, ``cacheMaxBytes``; see :mod:`rocketstore._remote`)."""
+    from rocketstore._remote import split_settings
+
+    return bool(split_settings({key: ""})[0])
+
+
 def normalize(name: str) -> str:
     """The lookup form of an option name: lowercase, without ``_``, ``-`` and ``.``."""
     return name.lower().replace("_", "").replace("-", "").replace(".", "")
@@ -112,6 +120,8 @@ def split_options(
     for key, value in options.items():
         norm = normalize(key)
         if norm in _SPARK_OPTIONS:
+            continue
+        if is_root_setting(key):  # remote roots' settings (rocketstore._remote)
             continue
         if norm in own_names:
             own[norm] = value

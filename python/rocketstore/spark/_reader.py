@@ -20,7 +20,6 @@ Partitioning (option ``partitioning``):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from rocketstore._remote import RemoteRoot, resolve_root
 from rocketstore._stores import ABORT_FILE, MANIFEST, commitlog_files, find_stores, store_key
 from rocketstore.exceptions import InvalidConfigError
 from rocketstore.spark._heap import freeze_worker_heap
@@ -210,6 +210,9 @@ class ReadSettings:
     config: dict[str, int | bool | str]
     #: The geometry options as the user spelled them (option name -> value), to name them.
     geometry_options: dict[str, str] = field(default_factory=dict)
+    #: A remote root (``s3://...``; ``root`` is then its URI): stores are read from local
+    #: copies, downloaded by the tasks that need them (see :mod:`rocketstore._remote`).
+    remote: RemoteRoot | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, what: str = "reader") -> ReadSettings:
@@ -252,8 +255,12 @@ class ReadSettings:
         if table == "consumequeue" and partitioning != "queue":
             raise _error("partitioning", "table=consumequeue is read per queue")
         max_per_trigger = own.get("maxoffsetspertrigger")
+        root, remote = resolve_root(str(path), options)
+        if remote is not None:
+            remote_entries(remote)  # no manifest: an error on the driver, before any task
         return cls(
-            root=os.path.abspath(str(path)),
+            root=root,
+            remote=remote,
             table=table,
             topics=topics,
             starting_default=s_default,
@@ -276,12 +283,20 @@ class ReadSettings:
             geometry_options=geometry_options(options),
         )
 
+    def store_ref(self, key: str) -> str:
+        """The ``store`` of a partition for the store named ``key`` (relative to the root)."""
+        if self.remote is not None:
+            return self.remote.child(key)
+        return str(Path(self.root) if key == "." else Path(self.root) / key)
+
     def stores(self) -> list[Path]:
         """Every store root under the path; an error if there is none.
 
         Geometry options (``mappedFileSizeCommitLog``, ...) are checked against every store's
         files here, on the driver: one that contradicts them is refused before a task runs.
         """
+        if self.remote is not None:
+            raise RuntimeError(f"{self.root} is a remote root: see remote_entries()")
         root = Path(self.root)
         if not root.is_dir():
             raise FileNotFoundError(2, "no such directory to read stores from", self.root)
@@ -302,9 +317,18 @@ class ReadSettings:
         """
         from rocketstore import MessageStore
 
+        if self.remote is not None:
+            entry = remote_entry(self.remote, str(store))
+            local = self.remote.fetch(entry)  # this executor's cached copy
+            listed = entry.get("config")
+            config: dict[str, Any] = {**(listed if isinstance(listed, dict) else {})}
+            config.update(self.config)
+            if not self.verify_crc and "check_crc_on_recover" not in config:
+                config["check_crc_on_recover"] = False  # published closed, as below
+            return MessageStore(local, read_only=True, **config)
         path = Path(store)
         recorded = manifest_config(path)
-        config: dict[str, Any] = {**(recorded or {}), **self.config}
+        config = {**(recorded or {}), **self.config}
         if (
             recorded is not None
             and not self.verify_crc
@@ -320,6 +344,77 @@ class ReadSettings:
     def wants(self, topic: str) -> bool:
         """True if ``topic`` is selected by the ``topics`` option (or there is none)."""
         return self.topics is None or topic in self.topics
+
+
+_REMOTE_ENTRIES: dict[str, list[dict[str, Any]]] = {}
+
+
+def remote_entries(remote: RemoteRoot) -> list[dict[str, Any]]:
+    """The store entries of the newest manifest of a remote root (read anew at each call; a
+    remote root is read through its manifest only, never listed)."""
+    _, manifest = remote.latest_manifest()
+    if manifest is None:
+        raise FileNotFoundError(
+            2,
+            "no rocketstore manifest (_SUCCESS, _manifests/) at the remote root: remote roots "
+            "are read through the manifest a Spark write commits",
+            remote.uri,
+        )
+    stores = manifest.get("stores")
+    entries = [e for e in stores if isinstance(e, dict) and "path" in e] if stores else []
+    _REMOTE_ENTRIES[remote.uri] = entries
+    return entries
+
+
+def remote_entry(remote: RemoteRoot, uri: str) -> dict[str, Any]:
+    """The manifest entry of the remote store ``uri`` (the manifest is read again if the
+    entries this process knows do not list it)."""
+    rel = remote.rel_of(uri)
+    for attempt in range(2):
+        known = _REMOTE_ENTRIES.get(remote.uri) if attempt == 0 else remote_entries(remote)
+        for e in known or []:
+            if str(e["path"]) == rel:
+                return e
+    raise FileNotFoundError(2, "the manifest does not list this store", uri)
+
+
+def _remote_file_partitions(remote: RemoteRoot) -> list[FilePartition]:
+    """One partition per commit log file of every store the manifest lists (their names and
+    sizes are in the manifest: nothing is downloaded on the driver)."""
+    parts: list[FilePartition] = []
+    for entry in remote_entries(remote):
+        uri = remote.child(str(entry["path"]))
+        for f in remote.store_files(entry):
+            name = str(f["name"])
+            base = name.rsplit("/", 1)[-1]
+            if f.get("dir") or not name.startswith("commitlog/") or len(base) != 20:
+                continue
+            if base.isdigit() and int(f.get("size", 0)) > 0:
+                start = int(base)
+                parts.append(FilePartition(uri, start, start + int(f["size"])))
+    return parts
+
+
+def _remote_queues(settings: ReadSettings, remote: RemoteRoot) -> list[QueueInfo]:
+    """The queues of every store the manifest lists: each written store starts every queue
+    at offset 0 and ends at the manifest's count; a store listed without counts is downloaded
+    and opened."""
+    out: list[QueueInfo] = []
+    for entry in remote_entries(remote):
+        key = str(entry["path"])
+        uri = remote.child(key)
+        queues = entry.get("queues")
+        if isinstance(queues, dict):
+            for topic, qs in sorted(queues.items()):
+                if settings.wants(topic):
+                    for qid, end in sorted(qs.items(), key=lambda kv: int(kv[0])):
+                        out.append(QueueInfo(key, uri, topic, int(qid), 0, int(end)))
+            continue
+        with settings.open(uri) as s:
+            for topic, qid, first, end in s.consume_queues():
+                if settings.wants(topic):
+                    out.append(QueueInfo(key, uri, topic, qid, first, end))
+    return out
 
 
 def manifest_config(store: Path) -> dict[str, int | bool | str] | None:
@@ -413,6 +508,8 @@ def list_queues(settings: ReadSettings, stores: Sequence[Path] | None = None) ->
     """
     from rocketstore.spark._sink_log import MARKER_TOPIC, last_commit
 
+    if settings.remote is not None and stores is None:
+        return _remote_queues(settings, settings.remote)
     root = Path(settings.root)
     out: list[QueueInfo] = []
     for store in settings.stores() if stores is None else stores:
@@ -695,7 +792,13 @@ class RocketStoreReader(DataSourceReader):
         """One partition per commit log file, per queue or per store (see the module docs)."""
         s = self.settings
         parts: list[InputPartition] = []
-        if s.table == "index":
+        if s.remote is not None and s.partitioning == "file" and s.table == "messages":
+            parts.extend(_remote_file_partitions(s.remote))
+        elif s.remote is not None and s.table == "index":
+            parts.extend(
+                IndexPartition(s.remote.child(str(e["path"]))) for e in remote_entries(s.remote)
+            )
+        elif s.table == "index":
             parts.extend(IndexPartition(str(p)) for p in s.stores())
         elif s.partitioning == "queue":
             parts.extend(plan_queue_ranges(s))

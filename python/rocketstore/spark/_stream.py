@@ -198,12 +198,9 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self, start: dict[str, dict[str, dict[str, int]]], end: dict[str, dict[str, dict[str, int]]]
     ) -> Sequence[InputPartition]:
         """One partition per queue that advanced between ``start`` and ``end``."""
-        from pathlib import Path
-
-        root = Path(self.settings.root)
         parts: list[InputPartition] = []
         for key, topics in sorted(end.items()):
-            store = str(root if key == "." else root / key)
+            store = self.settings.store_ref(key)
             for topic, queues in sorted(topics.items()):
                 for qid, stop in sorted(queues.items(), key=lambda kv: int(kv[0])):
                     first = _get(start, key, topic, int(qid))

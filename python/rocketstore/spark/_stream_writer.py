@@ -199,6 +199,19 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             )
             err.key = "streamId"
             raise err
+        from rocketstore._remote import resolve_root
+        from rocketstore.exceptions import UnsupportedRootError
+
+        path = str(options.get("path") or "")
+        if resolve_root(path, options)[1] is not None:
+            err = UnsupportedRootError(
+                f"store root {path!r}: the streaming sink keeps long-lived stores open on a "
+                "local or shared file system; on a remote root, append each micro-batch with "
+                "foreachBatch and df.write.format('rocketstore').mode('append')"
+            )
+            err.key = "path"
+            err.scheme = path.split(":", 1)[0].lower()
+            raise err
         given = set(rest)
         self.writer = RocketStoreWriter(rest, schema, overwrite=False, live_marker=False)
         self._given = {f for f in GEOMETRY_FIELDS if option_spelling(rest, f) in given}

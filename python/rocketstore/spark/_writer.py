@@ -26,6 +26,13 @@ publishes the new stores, then deletes the old ones; nothing else under ``root``
 If publishing fails half-way, the stores already renamed are moved back and the old ones
 restored.
 
+On a remote root (``s3a://...``, see :mod:`rocketstore._remote`) nothing is renamed: each task
+builds its store in the executor's local directory and uploads it to the same
+``_temporary/<job id>/part-...`` name; ``commit`` copies each committed attempt's files to
+``store-<n>`` and then creates ``_manifests/<commit>.json`` (conditionally: the commit point),
+then the ``_SUCCESS`` hint. Its entries also list each store's ``files`` (name, size, data
+extents, SHA-256), the only files readers download.
+
 Manifest (``<root>/_SUCCESS``, JSON)::
 
     {"format": "rocketstore-spark", "version": 1, "job_id": "...", "mode": "append",
@@ -70,6 +77,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from rocketstore._remote import RemoteRoot, local_work_dir, manifest_name, resolve_root
 from rocketstore._stores import MANIFEST, TEMPORARY, find_stores, is_store
 from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
 from rocketstore.spark._heap import freeze_worker_heap
@@ -471,7 +479,8 @@ class RocketStoreWriter(DataSourceArrowWriter):
             raise err
         user_options = {k: v for k, v in options.items() if k not in jvm_job}
         own, config = split_options(user_options, WRITER_OPTIONS, what="writer")
-        self.root = os.path.abspath(str(path))
+        # A URI's scheme is checked here, on the driver, before any task runs.
+        self.root, self.remote = resolve_root(str(path), options)
         self.config = config
         self.selector = _queue_selector(own.get(normalize("queueSelector")))
         self.queue_nums = parse_int("queueNums", own.get("queuenums", "4"), minimum=1)
@@ -479,6 +488,13 @@ class RocketStoreWriter(DataSourceArrowWriter):
         self.overwrite = overwrite
         self.job_id = jvm_job_id or uuid.uuid4().hex
         check_schema(schema)
+        self.live_marker = live_marker
+        if self.remote is not None:
+            if jvm_job_id is not None:  # the JVM writer leaves remote roots to Python tasks
+                raise InvalidConfigError(f"the JVM writer does not write to {self.root}")
+            if live_marker:
+                self.remote.write_bytes(self._remote_job(LIVE_MARKER), b"")
+            return
         root = Path(self.root)
         if root.exists() and not root.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "the write path is not a directory", self.root)
@@ -494,7 +510,6 @@ class RocketStoreWriter(DataSourceArrowWriter):
         # The job's live marker: tasks write only while it exists; commit and abort remove it
         # first (see `_cleanup`), so an attempt that outlives the job removes its own store.
         # (A stream writer runs one job per micro-batch and cleans up by stream instead.)
-        self.live_marker = live_marker
         if live_marker:
             self.job_dir.mkdir(parents=True, exist_ok=True)
             self._live_marker.touch()
@@ -548,6 +563,17 @@ class RocketStoreWriter(DataSourceArrowWriter):
         """``<root>/_temporary/<job id>``: every attempt of this job writes below it."""
         return Path(self.root) / TEMPORARY / self.job_id
 
+    def _remote_job(self, name: str = "") -> str:
+        """``_temporary/<job id>[/name]`` below a remote root."""
+        return f"{TEMPORARY}/{self.job_id}" + (f"/{name}" if name else "")
+
+    def _job_live(self) -> bool:
+        if not self.live_marker:
+            return True
+        if self.remote is not None:
+            return self.remote.exists(self._remote_job(LIVE_MARKER))
+        return self._live_marker.exists()
+
     def attempt_dir(self, partition: int, task_attempt: int) -> Path:
         """The store directory of one task attempt."""
         return self.job_dir / f"part-{partition:05d}-{task_attempt}"
@@ -557,7 +583,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
     def _open(self, path: Path) -> MessageStore:
         from rocketstore import MessageStore
 
-        if self.live_marker and not self._live_marker.exists():
+        if not self._job_live():
             raise OSError(
                 f"rocketstore writer: job {self.job_id} has already ended (committed or aborted); "
                 "this task attempt writes nothing"
@@ -590,7 +616,14 @@ class RocketStoreWriter(DataSourceArrowWriter):
 
     def _write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:
         partition, task_attempt, attempt_number = _task_identity()
-        path = self.attempt_dir(partition, task_attempt)
+        if self.remote is not None:
+            # Built on this executor's local disk, uploaded once closed (see _upload).
+            path = (
+                local_work_dir()
+                / f"rocketstore-write-{self.job_id}-{partition:05d}-{task_attempt}-{os.getpid()}"
+            )
+        else:
+            path = self.attempt_dir(partition, task_attempt)
         stats = _StoreStats()
         counter = partition % self.queue_nums
         store: MessageStore | None = None
@@ -625,7 +658,15 @@ class RocketStoreWriter(DataSourceArrowWriter):
             stats.finish(store)
             store.close()
             store = None
-            if self.live_marker and not self._live_marker.exists():
+            if self.remote is not None:
+                remote_path = self._remote_job(f"part-{partition:05d}-{task_attempt}")
+                uploaded = self._upload(path, remote_path)
+                stats_dict = {**stats.as_dict(), "files": uploaded}
+                _remove_tree(path)
+                return StoreCommitMessage(
+                    partition, task_attempt, attempt_number, remote_path, stats_dict
+                )
+            if not self._job_live():
                 # Spark aborted the job (another task failed) while this attempt ran: the
                 # driver's cleanup may have missed this store, so remove it here.
                 raise OSError(
@@ -637,15 +678,39 @@ class RocketStoreWriter(DataSourceArrowWriter):
                 with contextlib.suppress(Exception):  # the original error is the one to report
                     store.close()
             _remove_tree(path)
-            _remove_empty_parents(path.parent, levels=2)  # <job id>, then _temporary
+            if self.remote is None:
+                _remove_empty_parents(path.parent, levels=2)  # <job id>, then _temporary
             raise
         return StoreCommitMessage(
             partition, task_attempt, attempt_number, str(path), stats.as_dict()
         )
 
+    def _upload(self, local: Path, remote_path: str) -> list[dict[str, Any]]:
+        """Uploads the closed store at ``local`` to ``remote_path`` (below the job's directory,
+        which nothing reads); returns its file list with sizes and SHA-256. A failure or a job
+        that ended meanwhile removes what was uploaded."""
+        assert self.remote is not None
+        try:
+            files = self.remote.upload_store(local, remote_path)
+            if not self._job_live():
+                raise OSError(
+                    f"rocketstore writer: job {self.job_id} ended while {remote_path} was "
+                    "uploaded; it is removed"
+                )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.remote.delete_tree(remote_path)
+            raise
+        return files
+
     # ---- driver side ------------------------------------------------------------------
 
     def _cleanup(self) -> None:
+        if self.remote is not None:
+            with contextlib.suppress(OSError):
+                self.remote.delete_tree(self._remote_job(LIVE_MARKER))
+            self.remote.delete_tree(self._remote_job())
+            return
         with contextlib.suppress(OSError):
             self._live_marker.unlink()  # first: attempts still running stop publishing
         _remove_tree(self.job_dir)
@@ -710,6 +775,19 @@ class RocketStoreWriter(DataSourceArrowWriter):
         written when not empty.
         """
         root = Path(self.root)
+        manifest = self._manifest(stores, streams)
+        tmp = root / f".{MANIFEST}.{self.job_id}.tmp"
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, root / MANIFEST)
+        _fsync_dir(root)
+
+    def _manifest(
+        self, stores: list[dict[str, Any]], streams: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         manifest: dict[str, Any] = {
             "format": "rocketstore-spark",
             "version": 1,
@@ -726,14 +804,65 @@ class RocketStoreWriter(DataSourceArrowWriter):
         }
         if streams:
             manifest["streams"] = dict(sorted(streams.items()))
-        tmp = root / f".{MANIFEST}.{self.job_id}.tmp"
-        with tmp.open("w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, root / MANIFEST)
-        _fsync_dir(root)
+        return manifest
+
+    def _commit_remote(self, remote: RemoteRoot, ours: list[StoreCommitMessage]) -> None:
+        """Publishes on a remote root: copies each committed attempt's files to
+        ``store-<n>``, then creates the manifest of the next commit number (conditionally:
+        the commit point), then writes the ``_SUCCESS`` hint; then removes the job's
+        uploads and, with ``overwrite``, the stores the previous manifest listed.
+
+        Nothing is renamed and nothing is listed: ``n`` and the commit number follow the
+        newest manifest. A driver killed before the manifest exists publishes nothing (what
+        it copied is overwritten by the next commit's copies, and only listed files are
+        read); one killed after it has committed.
+        """
+        commit, current = remote.latest_manifest()
+        old = [s for s in (current or {}).get("stores", []) if isinstance(s, dict) and "path" in s]
+        used = [-1]
+        for s in old:
+            m = _STORE_NAME.match(str(s["path"]))
+            if m:
+                used.append(int(m.group(1)))
+        index = max(used) + 1
+        entries: list[dict[str, Any]] = []
+        for msg in sorted(ours, key=lambda msg: msg.partition):
+            if msg.path is None:
+                continue
+            name = f"store-{index:05d}"
+            index += 1
+            remote.copy_store(msg.path, name, msg.stats.get("files", []))
+            entries.append(
+                {
+                    "path": name,
+                    "job_id": self.job_id,
+                    "partition": msg.partition,
+                    "task_attempt": msg.task_attempt,
+                    **msg.stats,
+                    "config": dict(sorted(self.config.items())),
+                }
+            )
+        kept = [] if self.overwrite else old
+        streams = {} if self.overwrite else dict((current or {}).get("streams") or {})
+        manifest = self._manifest(kept + entries, streams)
+        manifest["commit"] = commit + 1
+        data = (json.dumps(manifest, indent=1) + "\n").encode()
+        try:
+            remote.create_exclusive(manifest_name(commit + 1), data)
+        except BaseException:
+            for e in entries:
+                with contextlib.suppress(Exception):
+                    remote.delete_tree(str(e["path"]))
+            raise
+        # Committed. The hint and the clean-up may fail without undoing the commit.
+        with contextlib.suppress(OSError):
+            remote.write_bytes(MANIFEST, data)
+        with contextlib.suppress(OSError):
+            self._cleanup()
+        if self.overwrite:
+            for s in old:
+                with contextlib.suppress(OSError):
+                    remote.delete_tree(str(s["path"]))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Publishes one store per partition and writes the manifest (driver side)."""
@@ -746,6 +875,9 @@ class RocketStoreWriter(DataSourceArrowWriter):
                     "StoreCommitMessage; nothing was published"
                 )
             ours.append(m)
+        if self.remote is not None:
+            self._commit_remote(self.remote, ours)
+            return
         root.mkdir(parents=True, exist_ok=True)
         replaced: list[tuple[Path, Path]] = []
         published: list[tuple[Path, Path]] = []

@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore._remote import RemoteRoot, resolve_root, spark_settings, split_settings
 from rocketstore._stores import MANIFEST, find_stores, read_manifest, store_key
 from rocketstore.spark._options import GEOMETRY_FIELDS, check_geometry
 from rocketstore.spark._report import CHECKS, MAX_EXAMPLES, Check, VerifyReport
@@ -192,6 +193,22 @@ def _sink_committed_end(
         return None, 0
 
 
+def _split_config(config: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """``(file system settings, store configuration)`` of ``verify``'s keywords: keys such
+    as ``fs.s3a.endpoint`` (given as ``**{"fs.s3a.endpoint": ...}``) configure a remote root."""
+    settings, rest = split_settings({k: str(v) for k, v in config.items()})
+    return settings, {k: v for k, v in config.items() if k in rest}
+
+
+def _local(path: str, entry: dict[str, Any] | None, remote: RemoteRoot | None) -> str:
+    """The local path of a store to check: ``path`` itself, or for a remote root the
+    executor's cached copy (downloaded, each file's size and SHA-256 checked against the
+    manifest)."""
+    if remote is None:
+        return path
+    return str(remote.fetch(entry or {"path": remote.rel_of(path)}))
+
+
 def _store_rows(
     path: str,
     name: str,
@@ -200,9 +217,11 @@ def _store_rows(
     config: Any,
     *,
     message_digest: bool | None = None,
+    remote: RemoteRoot | None = None,
 ) -> list[dict[str, Any]]:
     """The report rows of one store: one per check and one of statistics."""
     t0 = time.perf_counter()
+    path = _local(path, entry, remote)
     checks, stats = verify_store(
         path,
         name=name,
@@ -250,6 +269,7 @@ def _verify_task(
     sample_keys: int | None,
     config: Mapping[str, Any],
     message_digest: bool | None = None,
+    remote: RemoteRoot | None = None,
 ) -> Any:
     """The mapInArrow function: each input row is the index of one store to verify."""
 
@@ -271,7 +291,13 @@ def _verify_task(
             for i in batch.column(0).to_pylist():
                 path, name, entry = stores[int(i)]
                 rows = _store_rows(
-                    path, name, entry, sample_keys, config, message_digest=message_digest
+                    path,
+                    name,
+                    entry,
+                    sample_keys,
+                    config,
+                    message_digest=message_digest,
+                    remote=remote,
                 )
                 yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
@@ -385,7 +411,9 @@ _STORED_SCHEMA = (
 )
 
 
-def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> Any:
+def _stored_rows_task(
+    stores: Sequence[_Store], config: Mapping[str, Any], remote: RemoteRoot | None = None
+) -> Any:
     """mapInArrow function: every record of one store as (topic, queue, keys, tags, sha256).
 
     Reads with ``read_arrow`` and hashes natively in the task (``body_sha256``), so bodies
@@ -401,9 +429,9 @@ def _stored_rows_task(stores: Sequence[_Store], config: Mapping[str, Any]) -> An
 
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                path, name, _ = stores[int(i)]
+                path, name, entry = stores[int(i)]
                 try:
-                    store = _open_read_only(path, config)
+                    store = _open_read_only(_local(path, entry, remote), config)
                 except (MessageStoreError, OSError):
                     continue  # the framing check reports it; its rows count as missing
                 with store:
@@ -441,6 +469,7 @@ def _compare_source(
     stores: Sequence[_Store],
     expected: DataFrame,
     config: Mapping[str, Any],
+    remote: RemoteRoot | None = None,
 ) -> tuple[Check, int]:
     from pyspark.sql import functions as F
 
@@ -449,7 +478,7 @@ def _compare_source(
     if not with_queue:
         check.note("the source has no queue_id: queues are not compared")
     stored = spark.range(0, len(stores), 1, len(stores)).mapInArrow(
-        _stored_rows_task(stores, config), _STORED_SCHEMA
+        _stored_rows_task(stores, config, remote), _STORED_SCHEMA
     )
     src = _normalized(expected, with_queue)
     keys = list(src.columns)
@@ -512,8 +541,20 @@ def _compare_source(
 class _Plan:
     """The stores under a root, their manifest entries and the report's checks."""
 
-    def __init__(self, root: str | os.PathLike[str], config: Mapping[str, Any]) -> None:
-        base = Path(os.path.abspath(os.fspath(root)))
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        config: Mapping[str, Any],
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        local, self.remote = resolve_root(root, settings)
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.source_rows: int | None = None
+        self.checks = {name: Check(name) for name in CHECKS}
+        if self.remote is not None:
+            self._init_remote(self.remote)
+            return
+        base = Path(local)
         if not base.is_dir():
             raise FileNotFoundError(2, "no such directory to verify", str(base))
         found = find_stores(base)
@@ -528,9 +569,6 @@ class _Plan:
         self.found = found
         self.manifest_root = manifest_root
         self.manifest = read_manifest(manifest_root)
-        self.entries: dict[str, dict[str, Any]] = {}
-        self.source_rows: int | None = None
-        self.checks = {name: Check(name) for name in CHECKS}
         if self.manifest is not None:
             for entry in self.manifest.get("stores", []):
                 key = str((manifest_root / str(entry.get("path"))).resolve())
@@ -540,6 +578,24 @@ class _Plan:
         self.stores: list[_Store] = [
             (str(p), store_key(base, p), self.entries.get(str(p.resolve()))) for p in found
         ]
+
+    def _init_remote(self, remote: RemoteRoot) -> None:
+        """A remote root: the stores its newest manifest lists (a remote root is never
+        listed); each task downloads its store and checks every file against the manifest."""
+        from rocketstore.spark._reader import remote_entries
+
+        self.base = Path(remote.uri)  # only for names in the report
+        self.manifest_root = self.base
+        self.found = []
+        entries = remote_entries(remote)
+        if not entries:
+            raise FileNotFoundError(2, "the manifest of the remote root lists no store", remote.uri)
+        _, self.manifest = remote.latest_manifest()
+        self.stores = [(remote.child(str(e["path"])), str(e["path"]), e) for e in entries]
+        self.checks["manifest"].note(
+            f"remote root {remote.uri}: every listed file downloaded and matched with its "
+            "size and SHA-256"
+        )
 
     def report(
         self,
@@ -561,7 +617,13 @@ class _Plan:
                 store_info.append(
                     {
                         "name": row["store"],
-                        "path": str(base / row["store"]) if row["store"] != "." else str(base),
+                        "path": (
+                            self.remote.child(row["store"])
+                            if self.remote is not None
+                            else str(base / row["store"])
+                            if row["store"] != "."
+                            else str(base)
+                        ),
                         **{k: v for k, v in stats.items() if k != "queues"},
                     }
                 )
@@ -593,7 +655,7 @@ class _Plan:
             checks["manifest"].skipped = 0
         # Stores the manifest lists but which are gone, or which exist but are not listed
         # (only when the whole root is verified, not one store of it).
-        if manifest is not None and self.manifest_root == base:
+        if manifest is not None and self.manifest_root == base and self.remote is None:
             on_disk = {str(p.resolve()) for p in self.found}
             for key, entry in self.entries.items():
                 checks["manifest"].checked += 1
@@ -619,7 +681,7 @@ class _Plan:
         if sample_keys is None:
             checks["index"].note("every key")
         return VerifyReport(
-            root=str(base),
+            root=self.remote.uri if self.remote is not None else str(base),
             checks=checks,
             stores=store_info,
             queues=queues,
@@ -670,7 +732,9 @@ def verify(
 
     ensure_registered(spark)
     t0 = time.perf_counter()
-    plan = _Plan(root, config)
+    settings, config = _split_config(config)
+    conf = spark_settings(spark)
+    plan = _Plan(root, config, {**conf, **settings})
     stores = plan.stores
     with_queue = expected is not None and "queue_id" in expected.columns
     # The source's per-queue digests are aggregated by a second Spark job, in a thread, while
@@ -693,7 +757,11 @@ def verify(
             spark.range(0, len(stores), 1, len(stores))
             .mapInArrow(
                 _verify_task(
-                    stores, sample_keys, config, with_queue if expected is not None else None
+                    stores,
+                    sample_keys,
+                    config,
+                    with_queue if expected is not None else None,
+                    plan.remote,
                 ),
                 _TASK_SCHEMA,
             )
@@ -717,7 +785,7 @@ def verify(
             plan.checks["source"], plan.source_rows = check, n_source
         else:  # find and name the differing rows
             plan.checks["source"], plan.source_rows = _compare_source(
-                spark, stores, expected, config
+                spark, stores, expected, config, plan.remote
             )
     else:
         plan.checks["source"].ran = False
@@ -748,10 +816,14 @@ def verify_local(
         assert report.ok, report.failed_checks
     """
     t0 = time.perf_counter()
-    plan = _Plan(root, config)
+    settings, config = _split_config(config)
+    plan = _Plan(root, config, settings)
     n = max(1, min(len(plan.stores), workers or os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rocketstore-verify") as pool:
-        parts = pool.map(lambda s: _store_rows(s[0], s[1], s[2], sample_keys, config), plan.stores)
+        parts = pool.map(
+            lambda s: _store_rows(s[0], s[1], s[2], sample_keys, config, remote=plan.remote),
+            plan.stores,
+        )
         rows = [row for part in parts for row in part]
     plan.checks["source"].ran = False
     plan.checks["source"].note("no expected DataFrame (verify without Spark)")

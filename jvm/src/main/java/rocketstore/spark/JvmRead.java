@@ -137,7 +137,11 @@ final class JvmRead {
         if (path == null || path.isEmpty()) {
             return "no path";
         }
-        if (holdsStreamSink(new File(path))) {
+        String local = Connector.localRoot(path);
+        if (local == null) {
+            return "the root " + path + " is not a local path";
+        }
+        if (holdsStreamSink(new File(local))) {
             return "a stream sink's stores (read up to their last committed micro-batch)";
         }
         if (schema != null) {
@@ -198,7 +202,7 @@ final class JvmRead {
         final int batchSize;
 
         Settings(CaseInsensitiveStringMap options) {
-            this.root = Paths.get(options.get("path")).toAbsolutePath().normalize().toString();
+            this.root = Connector.localRoot(options.get("path"));
             String crc = options.getOrDefault("verifyCrc", "false");
             this.verifyCrc = Boolean.TRUE.equals(parseBool(crc));
             Integer n = parsePositiveInt(options.getOrDefault("maxMessagesPerBatch", "16384"));

@@ -95,6 +95,9 @@ final class JvmWrite {
         if (path == null || path.isEmpty()) {
             return "no path";
         }
+        if (Connector.localRoot(path) == null) {
+            return "the root " + path + " is not a local path";
+        }
         if (info.options().containsKey(JOB_OPTION)) {
             return "the internal option " + JOB_OPTION + " is given (the Python writer refuses it)";
         }
@@ -146,8 +149,7 @@ final class JvmWrite {
                 @Override
                 public BatchWrite toBatch() {
                     String jobId = UUID.randomUUID().toString().replace("-", "");
-                    String root = Paths.get(info.options().get("path"))
-                            .toAbsolutePath().normalize().toString();
+                    String root = Connector.localRoot(info.options().get("path"));
                     Map<String, String> opts = new HashMap<>(info.options().asCaseSensitiveMap());
                     for (String k : new ArrayList<>(opts.keySet())) {
                         if (k.equalsIgnoreCase("path")) {
@@ -170,7 +172,7 @@ final class JvmWrite {
     }
 
     /** {@code info} with other options. */
-    private static final class WithOptions implements LogicalWriteInfo {
+    static final class WithOptions implements LogicalWriteInfo {
         private final LogicalWriteInfo info;
         private final CaseInsensitiveStringMap options;
 

@@ -58,6 +58,12 @@ public class RocketStoreProvider extends PythonDataSourceV2 implements DataSourc
             // The messages table: its schema is fixed (no Python worker is needed for it).
             return JvmRead.MESSAGE_SCHEMA;
         }
+        if (Connector.remoteScheme(options) != null) {
+            // Spark keeps the Python data source this creates for the reads of the table: it
+            // gets the session's file system settings for its remote root here.
+            options = new CaseInsensitiveStringMap(
+                    Connector.withHadoopSettings(options.asCaseSensitiveMap()));
+        }
         return super.inferSchema(options);
     }
 

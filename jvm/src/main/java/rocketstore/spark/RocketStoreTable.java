@@ -22,8 +22,19 @@ public class RocketStoreTable extends PythonTable {
         this.tableSchema = schema;
     }
 
+    private static String remoteReason(String scheme) {
+        return "the root is a " + scheme + ":// URI (the Python data source copies stores"
+                + " between remote roots and the executors' local disks)";
+    }
+
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        String scheme = Connector.remoteScheme(options);
+        if (scheme != null) {
+            Connector.fallback("reads", remoteReason(scheme));
+            return super.newScanBuilder(new CaseInsensitiveStringMap(
+                    Connector.withHadoopSettings(options.asCaseSensitiveMap())));
+        }
         String env = Connector.environment(JvmRead.ENABLED_CONF);
         if (env != null) {
             Connector.fallback("reads", env);
@@ -40,6 +51,12 @@ public class RocketStoreTable extends PythonTable {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        String scheme = Connector.remoteScheme(info.options());
+        if (scheme != null) {
+            Connector.fallback("writes", remoteReason(scheme));
+            return super.newWriteBuilder(new JvmWrite.WithOptions(info, new CaseInsensitiveStringMap(
+                    Connector.withHadoopSettings(info.options().asCaseSensitiveMap()))));
+        }
         String env = Connector.environment(JvmWrite.ENABLED_CONF);
         if (env != null) {
             Connector.fallback("writes", env);

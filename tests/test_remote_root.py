@@ -1,0 +1,553 @@
+"""Store roots given as URIs: ``file://`` everywhere a path goes, remote roots on a real S3
+protocol server (moto's, on loopback), and every other scheme refused before anything runs.
+
+The remote tests write with Spark (``local[2]``), read back, verify, and check the commit
+protocol: the manifest is the commit point, a task killed mid-upload and a driver killed
+before its commit (SIGKILL of a child process) publish nothing, and a rerun then gives every
+row once. The downloaded stores are compared byte for byte (SHA-256) with the objects the
+tasks uploaded and with the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import skip_or_fail
+
+from rocketstore._remote import REMOTE_SCHEMES, resolve_root
+from rocketstore.exceptions import UnsupportedRootError
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = Path(__file__).with_name("_remote_kill_child.py")
+
+
+# --------------------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[Any]:
+    try:
+        import boto3  # noqa: F401
+        import moto.server  # noqa: F401
+    except ImportError as e:
+        skip_or_fail(f"needs moto[server] (requirements-dev.txt): {e}")
+    from tests.s3_server import s3_server
+
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    return str(s3.new_bucket())
+
+
+def _df(spark: Any, n: int, partitions: int = 2, tag: str = "") -> Any:
+    from pyspark.sql import functions as F
+
+    return spark.range(0, n, 1, partitions).select(
+        F.concat(F.lit("Topic"), (F.col("id") % 3).cast("string")).alias("topic"),
+        F.concat(F.lit(f"body{tag}-"), F.col("id").cast("string")).cast("binary").alias("body"),
+        F.concat(F.lit("k"), F.col("id").cast("string")).alias("keys"),
+        F.lit("TagA").alias("tags"),
+    )
+
+
+def _bodies(df: Any) -> list[bytes]:
+    return sorted(bytes(r.body) for r in df.select("body").collect())
+
+
+def _fs_items(opts: dict[str, str]) -> list[str]:
+    return [x for k, v in opts.items() for x in ("-c", f"{k}={v}")]
+
+
+# --------------------------------------------------------------------------------------
+# URIs (no Spark)
+# --------------------------------------------------------------------------------------
+
+
+def test_file_uris_are_local_paths(tmp_path: Path) -> None:
+    assert resolve_root(f"file://{tmp_path}/a b") == (f"{tmp_path}/a b", None)
+    assert resolve_root(f"file:{tmp_path}/x") == (f"{tmp_path}/x", None)
+    assert resolve_root(f"file://localhost{tmp_path}/%41") == (f"{tmp_path}/A", None)
+    # A colon in a relative name without // is a local path, as on any POSIX system.
+    assert resolve_root("dir:x")[0] == os.path.abspath("dir:x")
+
+
+@pytest.mark.parametrize(
+    "root",
+    ["ftp://host/stores", "s3n://bucket/x", "wasbs://c@a.blob.core.windows.net/x", "http://h/x"],
+)
+def test_unserved_schemes_are_refused(root: str) -> None:
+    with pytest.raises(UnsupportedRootError) as info:
+        resolve_root(root)
+    scheme = root.split(":", 1)[0]
+    assert info.value.scheme == scheme
+    assert {"s3a", "file"} <= set(info.value.supported)
+    assert f"{scheme}://" in str(info.value)
+    assert "s3a://" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "root",
+    ["s3://", "s3:bucket/x", "gs:///x", "abfss://account.dfs.core.windows.net/x", "file://h/x"],
+)
+def test_malformed_uris_are_refused(root: str) -> None:
+    with pytest.raises(UnsupportedRootError):
+        resolve_root(root)
+
+
+@pytest.mark.parametrize("scheme", REMOTE_SCHEMES)
+def test_remote_uris_parse(scheme: str) -> None:
+    authority = "c@acct.dfs.core.windows.net" if scheme.startswith("abfs") else "bkt"
+    uri, remote = resolve_root(f"{scheme}://{authority}/a/b/", {"fs.s3a.endpoint": "h:1"})
+    assert remote is not None
+    assert uri == f"{scheme}://{authority}/a/b"
+    assert remote.child("store-00000") == f"{uri}/store-00000"
+    assert remote.rel_of(f"{uri}/store-00000") == "store-00000"
+
+
+# --------------------------------------------------------------------------------------
+# Refused before any task runs (Spark)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("root", ["ftp://host/stores", "s3n://bucket/stores"])
+def test_spark_refuses_unserved_scheme_before_any_task(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    sc = spark.sparkContext
+    group = f"refuse-{root.split(':', maxsplit=1)[0]}"
+    sc.setJobGroup(group, "refused roots")
+    try:
+        with pytest.raises(Exception, match=r"UnsupportedRootError|rocketstore serves") as info:
+            _df(spark, 10).write.format("rocketstore").mode("append").save(root)
+        assert "s3a://" in str(info.value)
+        with pytest.raises(Exception, match="rocketstore serves"):
+            spark.read.format("rocketstore").load(root).count()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert sc.statusTracker().getJobIdsForGroup(group) == []
+    assert list(tmp_path.iterdir()) == [], "nothing may be written locally"
+
+
+def test_stream_sink_refuses_remote_root(spark: Any, tmp_path: Path, s3: Any) -> None:
+    stream = (
+        spark.readStream.format("rate")
+        .load()
+        .selectExpr("'T' as topic", "cast(value as string) as body")
+    )
+    with pytest.raises(Exception, match="streaming sink"):
+        (
+            stream.writeStream.format("rocketstore")
+            .options(**s3.options())
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .start("s3a://bucket/sink")
+            .processAllAvailable()
+        )
+
+
+# --------------------------------------------------------------------------------------
+# file:// roots
+# --------------------------------------------------------------------------------------
+
+
+def test_file_uri_round_trip(spark: Any, tmp_path: Path) -> None:
+    from rocketstore.spark import verify
+
+    root = tmp_path / "stores"
+    df = _df(spark, 500)
+    df.write.format("rocketstore").mode("append").save(f"file://{root}")
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("store-")) == [
+        "store-00000",
+        "store-00001",
+    ]
+    back = spark.read.format("rocketstore").load(f"file://{root}")
+    assert _bodies(back) == _bodies(df)
+    assert {r.store for r in back.select("store").distinct().collect()} == {
+        str(root / "store-00000"),
+        str(root / "store-00001"),
+    }
+    report = verify(spark, f"file://{root}", expected=df)
+    assert report.ok, str(report)
+
+
+# --------------------------------------------------------------------------------------
+# S3 roots (moto's server)
+# --------------------------------------------------------------------------------------
+
+
+def _manifest(s3: Any, bucket: str, prefix: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(s3.get(bucket, f"{prefix}/_SUCCESS"))
+    return data
+
+
+def test_s3_write_read_verify_byte_identical(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketstore.spark import verify
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"s3a://{bucket}/root"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    df = _df(spark, 3000)
+    df.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    assert not (tmp_path / "s3a:").exists()
+
+    keys = s3.keys(bucket)
+    assert "root/_manifests/00000000000000000001.json" in keys
+    # (pyarrow leaves an empty directory marker, "root/_temporary/", where it deleted a tree)
+    assert not [k for k in keys if "/_temporary/" in k and not k.endswith("/")], "uploads left"
+    manifest = _manifest(s3, bucket, "root")
+    assert manifest["commit"] == 1
+    assert s3.get(bucket, "root/_manifests/00000000000000000001.json") == s3.get(
+        bucket, "root/_SUCCESS"
+    )
+    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001"]
+    assert manifest["totals"]["messages"] == 3000
+
+    back = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert back.count() == 3000
+    assert _bodies(back) == _bodies(df)
+    assert {r.store for r in back.select("store").distinct().collect()} == {
+        f"{uri}/store-00000",
+        f"{uri}/store-00001",
+    }
+    # Per queue, with a topic filter, and the index table: the same stores.
+    per_queue = (
+        spark.read.format("rocketstore")
+        .options(**opts)
+        .option("partitioning", "queue")
+        .option("topics", "Topic1")
+        .load(uri)
+    )
+    assert per_queue.count() == 1000
+    index = spark.read.format("rocketstore").options(**opts).option("table", "index").load(uri)
+    assert index.count() == 2 * 3000  # each key and each UNIQ_KEY
+
+    report = verify(spark, uri, expected=df, **opts)
+    assert report.ok, str(report)
+    assert report.messages == 3000
+
+    # Byte for byte: what the tasks hashed while uploading = the objects = the downloads.
+    copies = list((tmp_path / "cache").glob("*/store"))
+    assert len(copies) == 2
+    by_name: dict[str, Path] = {}
+    for done in (tmp_path / "cache").glob("*/.complete"):
+        by_name[json.loads(done.read_text())["uri"]] = done.parent / "store"
+    for entry in manifest["stores"]:
+        local = by_name[f"{uri}/{entry['path']}"]
+        files = [f for f in entry["files"] if not f.get("dir")]
+        assert {f["name"] for f in files} >= {"commitlog/00000000000000000000", "checkpoint"}
+        for f in files:
+            key = f"root/{entry['path']}/{f['name']}"
+            assert s3.sha256(bucket, key) == f["sha256"], key
+            assert _extents_sha256(local / f["name"], f) == f["sha256"], key
+            assert (local / f["name"]).stat().st_size == f["size"]
+
+
+def _extents_sha256(path: Path, f: dict[str, Any]) -> str:
+    """SHA-256 of the data extents of a downloaded file (the uploaded object's bytes)."""
+    h = hashlib.sha256()
+    with path.open("rb") as src:
+        for offset, length in f.get("extents", [[0, f["size"]]]):
+            src.seek(offset)
+            h.update(src.read(length))
+    return h.hexdigest()
+
+
+def test_upload_then_fetch_is_byte_identical_and_sparse(
+    s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    import rocketstore
+    from rocketstore._remote import resolve_root
+
+    local = tmp_path / "written"
+    with rocketstore.MessageStore(local, mapped_file_size_commit_log=1 << 20) as store:
+        for i in range(3000):
+            store.put(f"Topic{i % 3}", f"body-{i}".encode() * 80, keys=[f"k{i}"], tags="T")
+    _, remote = resolve_root(
+        f"s3a://{bucket}/r", {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    )
+    assert remote is not None
+    files = remote.upload_store(local, "_temporary/job/part-00000-0")
+    remote.copy_store("_temporary/job/part-00000-0", "store-00000", files)
+    fetched = remote.fetch({"path": "store-00000", "files": files})
+    written = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(fetched) for p in fetched.rglob("*") if p.is_file()) == written
+    assert len([p for p in written if p.parts[0] == "commitlog"]) > 1
+    for rel in written:
+        a, b = local / rel, fetched / rel
+        assert (
+            hashlib.sha256(a.read_bytes()).hexdigest() == hashlib.sha256(b.read_bytes()).hexdigest()
+        ), rel
+        assert b.stat().st_blocks <= a.stat().st_blocks + 8, f"{rel}: holes kept"
+    assert sum(int(f["size"]) for f in files) > 100 * sum(
+        sum(n for _, n in f.get("extents", [[0, f["size"]]])) for f in files
+    ), "holes are not uploaded"
+    # A second fetch is the cached copy; a damaged object fails the download.
+    assert remote.fetch({"path": "store-00000", "files": files}) == fetched
+    s3.client().put_object(Bucket=bucket, Key="r/store-00000/checkpoint", Body=b"x" * 4096)
+    with pytest.raises(OSError, match="SHA-256"):
+        remote.fetch({"path": "store-00000", "files": [*files, {"name": "extra", "size": 0}]})
+
+
+def test_s3_append_overwrite_and_streaming_source(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    uri = f"s3://{bucket}/a/b"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    first, second = _df(spark, 400, tag="x"), _df(spark, 300, 1, tag="y")
+    first.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    second.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    manifest = _manifest(s3, bucket, "a/b")
+    assert manifest["commit"] == 2
+    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001", "store-00002"]
+    read = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(read) == sorted(_bodies(first) + _bodies(second))
+
+    # The streaming source: every committed message once (availableNow), per queue.
+    (
+        spark.readStream.format("rocketstore")
+        .options(**opts)
+        .load(uri)
+        .writeStream.format("memory")
+        .queryName("remote_stream")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination()
+    )
+    streamed = spark.sql("select body from remote_stream")
+    assert _bodies(streamed) == _bodies(read)
+
+    third = _df(spark, 50, 1, tag="z")
+    third.write.format("rocketstore").mode("overwrite").options(**opts).save(uri)
+    manifest = _manifest(s3, bucket, "a/b")
+    assert manifest["commit"] == 3
+    assert [e["path"] for e in manifest["stores"]] == ["store-00003"]
+    assert _bodies(spark.read.format("rocketstore").options(**opts).load(uri)) == _bodies(third)
+    stores = {k.split("/")[2] for k in s3.keys(bucket, "a/b/store-")}
+    assert stores == {"store-00003"}, "overwrite deletes the replaced stores"
+
+
+def test_s3_reader_without_manifest_is_a_clear_error(spark: Any, s3: Any, bucket: str) -> None:
+    with pytest.raises(Exception, match="no rocketstore manifest"):
+        spark.read.format("rocketstore").options(**s3.options()).load(f"s3a://{bucket}/x").count()
+
+
+# --------------------------------------------------------------------------------------
+# Killed task, killed driver, rerun
+# --------------------------------------------------------------------------------------
+
+
+def _writer(s3: Any, uri: str, tmp_path: Path) -> Any:
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    from rocketstore.spark._writer import RocketStoreWriter
+
+    schema = StructType([StructField("topic", StringType()), StructField("body", BinaryType())])
+    options = {"path": uri, **s3.options(), "cacheDir": str(tmp_path / "cache")}
+    return RocketStoreWriter(options, schema, overwrite=False)
+
+
+def _child(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The killed task's local store stays where it was built: in the test's directory.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROCKETSTORE_LOCAL_DIR": str(tmp_path)}
+    return subprocess.run(
+        [sys.executable, str(CHILD), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def _expected_bodies(partitions: list[int], rows: int) -> list[bytes]:
+    return sorted(f"p{p}-{i}".encode().ljust(4096, b".") for p in partitions for i in range(rows))
+
+
+def test_task_killed_mid_upload_then_retried(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    from tests._remote_kill_child import as_task, batches
+
+    uri = f"s3a://{bucket}/killed-task"
+    writer = _writer(s3, uri, tmp_path)
+    pickled = tmp_path / "writer.pkl"
+    pickled.write_bytes(pickle.dumps(writer))
+    proc = _child(tmp_path, "task", str(pickled), "0", "7", "3000")
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    partial = s3.keys(bucket, f"killed-task/_temporary/{writer.job_id}/part-00000-7/")
+    assert partial, "the killed attempt had uploaded part of its store"
+    assert not s3.keys(bucket, "killed-task/_manifests/")
+
+    # Spark's retry of the partition (another attempt id), then the job's commit.
+    as_task(0, 8)
+    message = writer.write(iter(batches(0, 3000)))
+    writer.commit([message])
+
+    left = [k for k in s3.keys(bucket, "killed-task/_temporary/") if not k.endswith("/")]
+    assert not left, "the killed attempt's upload is gone"
+    manifest = _manifest(s3, bucket, "killed-task")
+    assert [(e["path"], e["task_attempt"]) for e in manifest["stores"]] == [("store-00000", 8)]
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    back = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(back) == _expected_bodies([0], 3000)
+
+
+def test_driver_killed_before_commit_then_rerun(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    from tests._remote_kill_child import as_task, batches
+
+    from rocketstore.spark import verify
+
+    uri = f"s3a://{bucket}/killed-driver"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    # A committed job: what readers must keep seeing.
+    committed = _df(spark, 200, 1, tag="old")
+    committed.write.format("rocketstore").mode("append").options(**opts).save(uri)
+
+    killed = _writer(s3, uri, tmp_path)
+    pickled = tmp_path / "writer.pkl"
+    pickled.write_bytes(pickle.dumps(killed))
+    proc = _child(tmp_path, "driver", str(pickled), "500")
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    # The killed commit had copied its stores to their published names, without a manifest.
+    assert s3.keys(bucket, "killed-driver/store-00001/")
+    assert _manifest(s3, bucket, "killed-driver")["commit"] == 1
+    before = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(before) == _bodies(committed), "nothing half-published is visible"
+
+    # The rerun: a new job with the same rows; every row once.
+    rerun = _writer(s3, uri, tmp_path)
+    messages = []
+    for p in (0, 1):
+        as_task(p, 200 + p)
+        messages.append(rerun.write(iter(batches(p, 500))))
+    rerun.commit(messages)
+    after = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(after) == sorted(_bodies(committed) + _expected_bodies([0, 1], 500))
+    report = verify(spark, uri, **opts)
+    assert report.ok, str(report)
+    assert report.messages == 1200
+
+
+# --------------------------------------------------------------------------------------
+# The rocketstore command
+# --------------------------------------------------------------------------------------
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rocketstore.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_cli_inspect_verify_dump_remote_and_refused(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    uri = f"s3a://{bucket}/cli"
+    opts = s3.options()
+    _df(spark, 600).write.format("rocketstore").mode("append").options(**opts).save(uri)
+    fs = _fs_items(opts)
+
+    out = _cli("inspect", uri, *fs, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "store-00000" in out.stdout
+    assert "store-00001" in out.stdout
+    assert "600 messages" in out.stdout
+
+    one = _cli("inspect", f"{uri}/store-00001", "--json", *fs, cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert sum(q["next_offset"] for q in json.loads(one.stdout)["queues"]) == 300
+
+    out = _cli("verify", "--no-spark", uri, *fs, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ALL CHECKS PASSED" in out.stdout
+
+    out = _cli("dump", uri, "--topic", "Topic0", "--queue", "0", "--max", "3", *fs, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "body-" in out.stdout
+
+    out = _cli("inspect", "ftp://host/x", cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    assert "ftp://" in out.stderr
+    assert "s3a://" in out.stderr
+    out = _cli("rebuild-indexes", uri, *fs, cwd=tmp_path)
+    assert out.returncode != 0
+    assert "local stores only" in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written locally"
+
+
+def test_s3_settings_from_the_spark_conf(spark: Any, s3: Any, bucket: str) -> None:
+    """``spark.hadoop.fs.s3a.*`` in the session's conf, no options: the JVM connector hands
+    them to the Python data source; ``ingest`` and ``verify`` read them themselves."""
+    from rocketstore.spark import ingest, verify
+    from rocketstore.spark._jvm import session_has_connector
+
+    if not session_has_connector(spark):
+        pytest.skip("the session's conf reaches the Python data source through the JVM connector")
+    conf = {f"spark.hadoop.{k}": v for k, v in s3.options().items()}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        uri = f"s3a://{bucket}/conf"
+        df = _df(spark, 300)
+        summary = ingest(df, uri, stores=2)
+        assert summary["root"] == uri
+        assert summary["messages"] == 300
+        assert summary["stores"] == ["store-00000", "store-00001"]
+        df.write.format("rocketstore").mode("append").save(uri)
+        assert spark.read.format("rocketstore").load(uri).count() == 600
+        report = verify(spark, uri)
+        assert report.ok, str(report)
+    finally:
+        for k in conf:
+            spark.conf.unset(k)
+
+
+def test_download_cache_is_bounded(
+    s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rocketstore
+    from rocketstore import _remote
+
+    monkeypatch.setattr(_remote, "_IN_USE_SECONDS", 0.0)
+    _, remote = resolve_root(
+        f"s3a://{bucket}/cache",
+        {**s3.options(), "cacheDir": str(tmp_path / "cache"), "cacheMaxBytes": "1"},
+    )
+    assert remote is not None
+    entries = []
+    for name in ("store-00000", "store-00001"):
+        local = tmp_path / name
+        with rocketstore.MessageStore(local) as store:
+            store.put("T", name.encode())
+        entries.append({"path": name, "files": remote.upload_store(local, name)})
+    first = remote.fetch(entries[0])
+    assert first.is_dir()
+    second = remote.fetch(entries[1])
+    assert second.is_dir()
+    assert not first.exists(), "the least recently used store is evicted past the bound"
+    with rocketstore.MessageStore(second, read_only=True) as store:
+        assert store.max_commitlog_offset() > 0
