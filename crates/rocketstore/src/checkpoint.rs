@@ -37,16 +37,23 @@ pub(crate) fn write(root: &Path, cp: &Checkpoint, sync: bool) -> Result<()> {
         "write", &path, arg
     )));
     let bytes = cp.encode();
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-    f.write_all(&bytes)
-        .map_err(|e| Error::io("write", &tmp, e))?;
-    if sync {
-        fail::fail_point!(fp::CHECKPOINT_FSYNC, |arg| Err(fp::injected(
-            "fsync", &tmp, arg
-        )));
-        f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+        f.write_all(&bytes)
+            .map_err(|e| Error::io("write", &tmp, e))?;
+        if sync {
+            fail::fail_point!(fp::CHECKPOINT_FSYNC, |arg| Err(fp::injected(
+                "fsync", &tmp, arg
+            )));
+            f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+        }
+        Ok(())
+    })();
+    if written.is_err() {
+        // The checkpoint is untouched; give back the temporary file's blocks (a full disk).
+        let _ = std::fs::remove_file(&tmp);
     }
-    drop(f);
+    written?;
     fail::fail_point!(fp::CHECKPOINT_RENAME, |arg| Err(fp::injected(
         "rename", &path, arg
     )));

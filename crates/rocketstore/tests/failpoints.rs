@@ -335,3 +335,39 @@ fn a_commit_log_file_is_never_flushed_before_its_creation_is_durable() {
     assert!(store.scan(0).unwrap().all(|m| m.is_ok()));
     store.close().unwrap();
 }
+
+#[test]
+fn a_full_disk_at_the_checkpoint_skips_the_round_and_an_io_error_fences() {
+    let _s = scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        cfg(&[("flush_interval_consume_queue", ConfigValue::Int(5))]),
+    )
+    .unwrap();
+    assert_eq!(store.put(&msg(b"before")).unwrap().status, PutStatus::PutOk);
+    // ENOSPC while the new checkpoint is written aside: the old one stays, no fence.
+    fail::cfg(fp::CHECKPOINT_WRITE, "return(ENOSPC)").unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // many 5 ms rounds meet the full disk
+    assert!(store.poisoned().is_none(), "{:?}", store.poisoned());
+    assert_eq!(store.put(&msg(b"during")).unwrap().status, PutStatus::PutOk);
+    assert!(!dir.path().join("checkpoint.tmp").exists());
+    fail::remove(fp::CHECKPOINT_WRITE);
+    // Once there is room the rounds write checkpoints again.
+    let cp = dir.path().join("checkpoint");
+    let _ = std::fs::remove_file(&cp);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cp.exists() {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Any other error writing it fences the store.
+    fail::cfg(fp::CHECKPOINT_WRITE, "return(EIO)").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.poisoned().is_none() {
+        assert!(std::time::Instant::now() < deadline, "an EIO did not fence");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    fail::remove(fp::CHECKPOINT_WRITE);
+    let _ = store.close();
+}

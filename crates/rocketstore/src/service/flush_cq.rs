@@ -35,7 +35,7 @@ use crate::commitlog::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueueStore;
 use crate::dispatch::Dispatcher;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::{IndexMark, IndexService};
 use crate::offsets::ConsumerOffsets;
 use crate::service::Service;
@@ -231,6 +231,18 @@ impl FlushCqService {
     }
 }
 
+/// A full disk stops the write of a new checkpoint or consumer offsets file before it replaces
+/// the old one (each is written aside, synced, then renamed over it): the old file stays whole
+/// and valid, so the round is skipped and the next one tries again. The store is not fenced for
+/// it; a put that needs space meets the full disk itself and gets `DiskFull`. Any other error
+/// (an EIO, a failed sync of data) still fences the store.
+fn keep_on_full_disk(r: Result<()>) -> Result<()> {
+    match r {
+        Err(Error::DiskFull { .. }) => Ok(()),
+        other => other,
+    }
+}
+
 impl Service for FlushCqService {
     const NAME: &'static str = "flush-cq";
 
@@ -255,8 +267,8 @@ impl Service for FlushCqService {
         self.cqs
             .flush_all(if thorough { 0 } else { self.least_pages })?;
         self.advance_window()?;
-        self.offsets.persist(self.checkpoint.sync)?;
-        self.checkpoint.write(false)
+        keep_on_full_disk(self.offsets.persist(self.checkpoint.sync))?;
+        keep_on_full_disk(self.checkpoint.write(false))
     }
 
     fn on_shutdown(&mut self) -> Result<()> {
