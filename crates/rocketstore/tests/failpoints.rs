@@ -358,7 +358,10 @@ fn a_full_disk_at_the_checkpoint_skips_the_round_and_an_io_error_fences() {
     let _ = std::fs::remove_file(&cp);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !cp.exists() {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint written");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint written"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // Any other error writing it fences the store.
