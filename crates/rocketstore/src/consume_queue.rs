@@ -1338,6 +1338,18 @@ impl ConsumeQueueStore {
             .cloned()
     }
 
+    /// As [`crate::commitlog::CommitLog::io_fault`], for every consume queue file.
+    pub(crate) fn io_fault(&self) -> Option<Error> {
+        if crate::mmap::io_faults() == 0 {
+            return None;
+        }
+        self.all().iter().find_map(|cq| {
+            let files = cq.files.files();
+            let f = files.iter().find(|f| f.io_failed())?;
+            Some(f.io_fault_error("read"))
+        })
+    }
+
     /// A snapshot of every queue, ordered by topic then queue id.
     pub(crate) fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         self.read()

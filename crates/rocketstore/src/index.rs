@@ -1690,6 +1690,16 @@ impl IndexService {
         self.headers().last().map_or(-1, |h| h.end_phy_offset)
     }
 
+    /// As [`crate::commitlog::CommitLog::io_fault`], for every index file.
+    pub(crate) fn io_fault(&self) -> Option<Error> {
+        if crate::mmap::io_faults() == 0 {
+            return None;
+        }
+        let files = self.read();
+        let f = files.iter().find(|f| f.file.io_failed())?;
+        Some(f.file.io_fault_error("read"))
+    }
+
     pub(crate) fn files(&self) -> Vec<PathBuf> {
         self.read()
             .iter()
