@@ -964,7 +964,11 @@ impl MappedFile {
         #[cfg(feature = "powerloss")]
         crate::powerloss::removed(&self.path);
         match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                #[cfg(feature = "powerloss")]
+                crate::powerloss::unlinked(&self.path);
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("unlink", &self.path, e)),
         }
