@@ -757,10 +757,6 @@ impl ConsumeQueue {
     ///   above `commitlog_min`, keep it; else binary-search the first file for the first unit with
     ///   `phy >= commitlog_min`, stopping early on `phy == commitlog_min`.
     ///
-    /// Unlike RocketMQ, files before the last whose last unit points below `commitlog_min` are
-    /// skipped first (the search starts in the file after them): such files are deleted by the
-    /// next cleanup, and until then the min never names a unit whose record is gone.
-    ///
     /// Keeps the documented pre-fill quirk (with `commitlog_min == 0` a restarted pre-filled queue
     /// reports a min inside its pre-fill range, e.g. 304 for spec §5.4's example) and `min <= max`
     /// (a min beyond the max is lowered to the max instead of RocketMQ's "deprecated" state).
@@ -792,34 +788,12 @@ impl ConsumeQueue {
                 }
             }
         }
-        let Some(mut first) = self.files.first() else {
+        let Some(first) = self.files.first() else {
             return;
         };
-        // Files (never the last) whose last unit points below `commitlog_min` hold nothing
-        // readable: files a cleanup deleted that a power cut brought back (the deletion was not
-        // durable yet), until the next cleanup deletes them again. The min lies after them.
-        let mut skipped = false;
-        for f in self
-            .files
-            .files()
-            .iter()
-            .take(self.files.len().saturating_sub(1))
-        {
-            let last_unit = f
-                .read_position()
-                .checked_sub(UNIT)
-                .and_then(|p| unit_at(f, p));
-            if last_unit.is_none_or(|u| u.phy_offset >= min_commit) {
-                break;
-            }
-            if let Some(next) = self.files.find(f.from() + self.file_size as u64) {
-                first = next;
-                skipped = true;
-            }
-        }
         let first_from = to_i64(first.from());
-        let mut intact = !skipped;
-        let mut start = if skipped { 0 } else { min_logic - first_from };
+        let mut intact = true;
+        let mut start = min_logic - first_from;
         if start < 0 {
             intact = false;
             start = 0;

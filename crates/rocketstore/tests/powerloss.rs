@@ -397,6 +397,20 @@ fn check_image(
     }
     for (topic, queue, lo, hi) in store.consume_queues() {
         let n = per_queue.get(&(topic.clone(), queue)).copied().unwrap_or(0);
+        // After a cleanup, a deleted consume queue file a power cut brought back may lead the
+        // queue with units whose records are gone (RocketMQ's min correction searches the first
+        // file only; the next cleanup deletes it): never served, every other unit a record.
+        let dead = hi - lo - n;
+        if stats.kind == "cleanup" && dead > 0 {
+            let r = store
+                .get_message(&topic, queue, lo, dead as usize, None, None)
+                .unwrap();
+            assert!(
+                r.messages.iter().all(|m| m.queue_offset >= lo + dead),
+                "{label}: queue {topic}/{queue} served a unit of a deleted record"
+            );
+            continue;
+        }
         assert_eq!(
             hi - lo,
             n,

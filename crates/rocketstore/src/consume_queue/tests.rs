@@ -477,12 +477,11 @@ fn offset_by_time_lower_and_upper() {
     let r = q.offset_by_time(1050, false, &gone, 0);
     assert!((0..=35).contains(&r));
 
-    // Units below the commit log min. RocketMQ's correctMinOffset only searches the first file
-    // (with file 0 wholly below the commit log it keeps the old min until a cleanup deletes
-    // it); ours skips such files (a deleted file a power cut brought back), so the min is 12
-    // before the deletion as after it. Results are clamped to the min.
+    // Units below the commit log min. HEAD's correctMinOffset only searches the first file, so
+    // with file 0 wholly below the commit log it keeps the old min; deletion removes file 0 and
+    // then finds 12. Results are clamped to the min.
     q.correct_min_offset(1200);
-    assert_eq!(q.min_offset(), 12);
+    assert_eq!(q.min_offset(), 0);
     assert_eq!(q.delete_expired(1200).unwrap(), 1);
     assert_eq!(q.min_offset(), 12);
     assert_eq!(q.offset_by_time(990, false, &store_time, 1200), 12);
