@@ -359,8 +359,8 @@ mod faults {
 
     fn chunk(i: usize) -> Option<&'static Chunk> {
         let p = TABLE.get(i)?.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer in `TABLE` comes from `Box::leak` in `chunk_or_alloc`
-        // and is never freed, so it is valid for `'static`; `Slot` is only atomics (shared
+        // SAFETY: a non-null pointer in `TABLE` comes from `Box::into_raw` in `chunk_or_alloc`
+        // and, once published there, is never freed, so it is valid for `'static`; `Slot` is only atomics (shared
         // access is fine). No mapping invariant is involved.
         (!p.is_null()).then(|| unsafe { &*p })
     }
