@@ -334,6 +334,18 @@ pub(crate) struct CommitLog {
 }
 
 impl CommitLog {
+    /// The typed EIO error of the first commit log file whose mapping had a page that could
+    /// not be read in ([`MappedFile::io_failed`]); one atomic load while no mapping of the
+    /// process ever failed.
+    pub(crate) fn io_fault(&self) -> Option<Error> {
+        if crate::mmap::io_faults() == 0 {
+            return None;
+        }
+        let files = self.queue.files();
+        let f = files.iter().find(|f| f.io_failed())?;
+        Some(f.io_fault_error("read"))
+    }
+
     /// Loads `dir`. A writable store keeps the configured size for new stores and adopts the
     /// size of existing files; a read-only store always adopts it.
     pub(crate) fn load(
@@ -692,6 +704,11 @@ impl CommitLog {
         if let Some(w) = current.as_mut().filter(|_| started) {
             w.file().set_last_store_timestamp(store_ts);
             match w.write_out() {
+                // A page written through the mapping could not be read in first: those bytes
+                // are not in the file. Nothing of the call is published; the store is fenced.
+                Ok(()) if w.file().io_failed() => {
+                    unwritten = Some(w.file().io_fault_error("write"))
+                }
                 Ok(()) => {
                     w.publish(pos);
                     wrote_to = Some(w.file().from() + pos as u64);

@@ -396,7 +396,8 @@ impl ConsumeQueue {
         };
         // A clean end is an all-zero unit (or the end of the last file); anything else means
         // units were lost.
-        let damaged = files.iter().any(|f| f.from() > process_offset)
+        let damaged = self.files.cut_short()
+            || files.iter().any(|f| f.from() > process_offset)
             || files.iter().any(|f| {
                 f.from() <= process_offset
                     && usize::try_from(process_offset - f.from())
@@ -1483,6 +1484,18 @@ impl ConsumeQueueStore {
             .entry(queue_id)
             .or_insert(cq);
         Ok(Some(Arc::clone(q)))
+    }
+
+    /// As [`crate::commitlog::CommitLog::io_fault`], for every consume queue file.
+    pub(crate) fn io_fault(&self) -> Option<Error> {
+        if crate::mmap::io_faults() == 0 {
+            return None;
+        }
+        self.all().iter().find_map(|cq| {
+            let files = cq.files.files();
+            let f = files.iter().find(|f| f.io_failed())?;
+            Some(f.io_fault_error("read"))
+        })
     }
 
     /// A snapshot of every queue, ordered by topic then queue id.

@@ -169,8 +169,23 @@ pub(crate) fn resolve(root: &Path, config: &mut StoreConfig) -> Result<()> {
     };
     if !index_lens.iter().any(|&l| fits_config(l)) {
         index_lens.retain(|&l| l > INDEX_HEADER_SIZE as u64);
-        if let Some(len) = most_common(&index_lens) {
-            resolve_index(config, &defaults, len)?;
+        // After an unclean shutdown (an `abort` file) the newest index files may be creations
+        // the crash cut short: the geometry is the longest file's, and lengths that give none
+        // are left to the index loader (it drops files cut short, refuses the others).
+        let crashed = root.join("abort").exists();
+        let len = if crashed {
+            index_lens.iter().copied().max()
+        } else {
+            most_common(&index_lens)
+        };
+        if let Some(len) = len {
+            let saved = (config.max_hash_slot_num, config.max_index_num);
+            if let Err(e) = resolve_index(config, &defaults, len) {
+                (config.max_hash_slot_num, config.max_index_num) = saved;
+                if !crashed {
+                    return Err(e);
+                }
+            }
         }
     }
     Ok(())

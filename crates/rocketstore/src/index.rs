@@ -1068,6 +1068,25 @@ impl IndexService {
         }
         let mut files = Vec::with_capacity(found.len());
         let mut removed = false;
+        // After an unclean shutdown, an index file shorter than the geometry is a creation the
+        // crash cut short (its name reached the disk, its size did not: files are created one
+        // after another, so it and every later file were made after the last synced one). It
+        // and the files after it are dropped (writable) or ignored (read-only); recovery
+        // re-indexes from the end of the last file kept.
+        let cut_short = (!last_exit_ok)
+            .then(|| found.iter().position(|(_, _, len)| *len < size))
+            .flatten();
+        if let Some(at) = cut_short {
+            for (_, path, _) in found.drain(at..) {
+                if writable {
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => removed = true,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(Error::io("unlink", &path, e)),
+                    }
+                }
+            }
+        }
         for (name, path, len) in found {
             if len != size {
                 return Err(Error::UnsupportedFormat {
@@ -1760,6 +1779,16 @@ impl IndexService {
     /// indexed already, so re-dispatch for the index may start there.
     pub(crate) fn last_end_phy_offset(&self) -> i64 {
         self.headers().last().map_or(-1, |h| h.end_phy_offset)
+    }
+
+    /// As [`crate::commitlog::CommitLog::io_fault`], for every index file.
+    pub(crate) fn io_fault(&self) -> Option<Error> {
+        if crate::mmap::io_faults() == 0 {
+            return None;
+        }
+        let files = self.read();
+        let f = files.iter().find(|f| f.file.io_failed())?;
+        Some(f.file.io_fault_error("read"))
     }
 
     pub(crate) fn files(&self) -> Vec<PathBuf> {

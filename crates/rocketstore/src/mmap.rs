@@ -70,6 +70,19 @@ pub(crate) struct MmapRegion {
     raw: MmapRaw,
     len: usize,
     writable: bool,
+    /// This file mapping's slot in the fault registry ([`faults`]), `None` for anonymous
+    /// mappings (they cannot fail) or a full registry.
+    slot: Option<usize>,
+}
+
+impl Drop for MmapRegion {
+    fn drop(&mut self) {
+        // Before `raw` unmaps the range (fields drop after this body): a fault can no longer
+        // be attributed to this mapping once the range may be reused.
+        if let Some(slot) = self.slot.take() {
+            faults::unregister(slot);
+        }
+    }
 }
 
 impl MmapRegion {
@@ -97,7 +110,22 @@ impl MmapRegion {
         } else {
             opts.map_raw_read_only(file)?
         };
-        Ok(Self { raw, len, writable })
+        faults::install();
+        let slot = faults::register(raw.as_ptr() as usize, len);
+        Ok(Self {
+            raw,
+            len,
+            writable,
+            slot,
+        })
+    }
+
+    /// True once a page of this file mapping could not be read in (EIO from the disk, or the
+    /// file shrunk by someone else): the fault was answered with a zero page (see [`faults`]),
+    /// so this mapping's bytes are no longer the file's. Sticky for the mapping's life; one
+    /// atomic load.
+    pub(crate) fn io_failed(&self) -> bool {
+        self.slot.is_some_and(faults::failed)
     }
 
     /// An anonymous, private, zero-filled mapping (a transient write buffer).
@@ -113,6 +141,7 @@ impl MmapRegion {
             raw: MmapRaw::from(map),
             len,
             writable: true,
+            slot: None,
         })
     }
 
@@ -270,6 +299,253 @@ impl MmapRegion {
     }
 }
 
+/// Pages of file mappings that cannot be read in: a `SIGBUS` answered with a zero page and a
+/// typed error, never a dead process.
+///
+/// A load from (or a store into) a page of a shared file mapping that the kernel cannot read
+/// in, because the disk returned EIO or because the file was shrunk under the mapping, raises
+/// `SIGBUS` in the faulting thread; its default action kills the process. Reading such pages
+/// with `pread` instead is not possible in general (the engine cannot know beforehand which
+/// page will fail, and readers borrow records from the mapping without a copy), and
+/// `sigsetjmp`/`siglongjmp` out of a handler across Rust frames is undefined behaviour (it
+/// skips destructors and the compiler does not know a function that returns twice). So the
+/// engine does what the JVM does for RocketMQ's mapped buffers (a fault there becomes an
+/// exception in the accessing thread) in the one way that is sound for Rust code: the faulting
+/// access completes.
+///
+/// Every file mapping registers its address range in a lock-free table of slots. A process-wide
+/// `SIGBUS` handler (installed once, chaining to the previous one) looks the faulting address
+/// up; if it lies in a registered mapping, it replaces that one page with a private zero page
+/// (`mmap(MAP_FIXED | MAP_ANONYMOUS)`, a plain system call, safe in a handler), marks the slot
+/// failed, counts the fault and returns: the access is restarted and sees zeros (a write goes
+/// to the zero page, never to the file). Any other `SIGBUS` goes to the previous handler, or
+/// kills the process as before.
+///
+/// The engine then never trusts the mapping again: [`MmapRegion::io_failed`] is checked by the
+/// writer before it publishes (a put fails, the store is fenced, no `PUT_OK`), by every flush
+/// (no durable position moves) and by the store's reads (a typed EIO error instead of the
+/// zeros). A reopen maps the file afresh and reads the page again.
+mod faults {
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    /// Slots per chunk; chunks are allocated on demand and never freed.
+    const CHUNK: usize = 1024;
+    /// Chunks: up to 256 Ki file mappings at once are covered (more are mapped unprotected).
+    const CHUNKS: usize = 256;
+
+    #[derive(Default)]
+    struct Slot {
+        /// Start address of the mapping, 0 when the slot is free.
+        start: AtomicUsize,
+        /// Its length, 0 while the slot is being claimed or released.
+        len: AtomicUsize,
+        /// A page of it could not be read in.
+        failed: AtomicBool,
+    }
+
+    type Chunk = [Slot; CHUNK];
+
+    static TABLE: [AtomicPtr<Chunk>; CHUNKS] =
+        [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+    /// Where `register` starts looking for a free slot.
+    static HINT: AtomicUsize = AtomicUsize::new(0);
+    /// Faults answered so far, in every store of the process.
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    /// The handler that was installed before ours, to chain to.
+    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+    /// The system's page size.
+    static PAGE: AtomicUsize = AtomicUsize::new(4096);
+
+    fn chunk(i: usize) -> Option<&'static Chunk> {
+        let p = TABLE.get(i)?.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer in `TABLE` comes from `Box::into_raw` in `chunk_or_alloc`
+        // and, once published there, is never freed, so it is valid for `'static`; `Slot` is only atomics (shared
+        // access is fine). No mapping invariant is involved.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    fn chunk_or_alloc(i: usize) -> Option<&'static Chunk> {
+        if let Some(c) = chunk(i) {
+            return Some(c);
+        }
+        let fresh: Box<Chunk> = Box::new(std::array::from_fn(|_| Slot::default()));
+        let fresh = Box::into_raw(fresh);
+        let cell = TABLE.get(i)?;
+        if cell
+            .compare_exchange(
+                std::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: `fresh` came from `Box::into_raw` just above and was not published (the
+            // exchange failed), so this is its only owner.
+            drop(unsafe { Box::from_raw(fresh) });
+        }
+        chunk(i)
+    }
+
+    fn slot(i: usize) -> Option<&'static Slot> {
+        chunk(i / CHUNK)?.get(i % CHUNK)
+    }
+
+    /// Claims a slot for the mapping `[start, start + len)`; `None` if the table is full.
+    pub(super) fn register(start: usize, len: usize) -> Option<usize> {
+        if start == 0 || len == 0 {
+            return None;
+        }
+        let hint = HINT.load(Ordering::Relaxed) % (CHUNK * CHUNKS);
+        for n in 0..CHUNK * CHUNKS {
+            let i = (hint + n) % (CHUNK * CHUNKS);
+            let s = chunk_or_alloc(i / CHUNK)?.get(i % CHUNK)?;
+            if s.start
+                .compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                s.failed.store(false, Ordering::Relaxed);
+                s.len.store(len, Ordering::Release);
+                HINT.store(i + 1, Ordering::Relaxed);
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Frees slot `i` (before its mapping is unmapped).
+    pub(super) fn unregister(i: usize) {
+        if let Some(s) = slot(i) {
+            s.len.store(0, Ordering::Release);
+            s.failed.store(false, Ordering::Relaxed);
+            s.start.store(0, Ordering::Release);
+            HINT.store(i, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether slot `i`'s mapping had a page that could not be read in.
+    pub(super) fn failed(i: usize) -> bool {
+        slot(i).is_some_and(|s| s.failed.load(Ordering::Acquire))
+    }
+
+    /// Faults answered with a zero page since the process started.
+    pub(super) fn count() -> u64 {
+        COUNT.load(Ordering::Acquire)
+    }
+
+    /// The registered slot whose mapping holds `addr`. Only atomic loads: async-signal-safe.
+    fn find(addr: usize) -> Option<&'static Slot> {
+        for c in 0..CHUNKS {
+            let chunk = chunk(c)?;
+            for s in chunk {
+                let start = s.start.load(Ordering::Acquire);
+                let len = s.len.load(Ordering::Acquire);
+                if start != 0 && addr >= start && addr - start < len {
+                    return Some(s);
+                }
+            }
+        }
+        None
+    }
+
+    extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid `siginfo_t` to an SA_SIGINFO handler; for SIGBUS
+        // `si_addr` is the faulting address.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        if let Some(s) = find(addr) {
+            let page = PAGE.load(Ordering::Relaxed);
+            let at = addr & !(page - 1);
+            // SAFETY: `[at, at + page)` lies inside a live registered file mapping of this
+            // process (slots are released before their mapping is unmapped, invariant 5), so
+            // MAP_FIXED replaces one of our own pages and nothing else. The page could not be
+            // read in, so no byte of it was ever seen by a reader since it was last read in;
+            // readers that see its zeros instead of the file's bytes are told by the failed
+            // flag that the mapping is no longer the file (invariant 1 states that a file
+            // changed behind a mapping is not the engine's memory corruption). `mmap` is a
+            // plain system call: async-signal-safe in practice on Linux.
+            let p = unsafe {
+                libc::mmap(
+                    at as *mut libc::c_void,
+                    page,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                s.failed.store(true, Ordering::Release);
+                COUNT.fetch_add(1, Ordering::AcqRel);
+                return;
+            }
+        }
+        chain(sig, info, ctx);
+    }
+
+    /// Hands a `SIGBUS` that is not ours to the handler installed before, or restores the
+    /// default action and returns (the access faults again and the process dies as before).
+    fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        let Some(prev) = PREVIOUS.get() else {
+            return;
+        };
+        let h = prev.sa_sigaction;
+        if h == libc::SIG_DFL || h == libc::SIG_IGN {
+            // SAFETY: `sigaction` is async-signal-safe; `prev` is a valid, initialized action
+            // (read back by `install`), valid for `'static`.
+            unsafe { libc::sigaction(sig, prev, std::ptr::null_mut()) };
+            return;
+        }
+        if prev.sa_flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: the previous handler was installed with SA_SIGINFO, so `h` is an
+            // `sa_sigaction` of this signature; we pass it the arguments we were given.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                unsafe { std::mem::transmute(h) };
+            f(sig, info, ctx);
+        } else {
+            // SAFETY: without SA_SIGINFO the previous handler is an `sa_handler(int)`.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
+            f(sig);
+        }
+    }
+
+    /// Installs the `SIGBUS` handler once per process (the first file mapping).
+    pub(super) fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: `sysconf` has no memory effects.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            if let Ok(page) = usize::try_from(page) {
+                if page.is_power_of_two() {
+                    PAGE.store(page, Ordering::Relaxed);
+                }
+            }
+            // SAFETY: all-zero bytes are a valid `sigaction` (integers, a null handler and an
+            // empty mask); the fields used are set below. `sigaction` reads `act` and writes
+            // `old`, both on this stack frame for the whole call.
+            // The previous action is known before ours can run, so `chain` always has it.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut old) != 0 {
+                    return;
+                }
+                let _ = PREVIOUS.set(old);
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = on_sigbus as *const () as usize;
+                act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut act.sa_mask);
+                libc::sigaction(libc::SIGBUS, &act, std::ptr::null_mut());
+            }
+        });
+    }
+}
+
+/// Page faults of file mappings answered with a zero page since the process started (any
+/// store): 0 on a healthy disk. When it moves, [`MmapRegion::io_failed`] tells which mappings.
+pub(crate) fn io_faults() -> u64 {
+    faults::count()
+}
+
 /// Starts the kernel's writeback of the dirty pages of `[offset, offset + len)` of `file`
 /// without waiting for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so a later `msync` or
 /// `fsync` of the range finds them clean or already in flight. It makes nothing durable: only
@@ -368,6 +644,11 @@ impl AppendRegion {
     /// The mapping, for what touches no byte (msync, madvise, mlock).
     pub(crate) fn mapping(&self) -> &MmapRegion {
         &self.map
+    }
+
+    /// See [`MmapRegion::io_failed`]: a page of the mapping could not be read in.
+    pub(crate) fn io_failed(&self) -> bool {
+        self.map.io_failed()
     }
 
     /// The published watermark (`Acquire`: pairs with [`AppendWriter::publish`]).

@@ -118,10 +118,16 @@ pub(crate) fn replaced(path: &Path, bytes: &[u8]) {
 }
 
 /// Files deleted whose directory was not fsynced since: after a power cut their names (and
-/// durable bytes) may come back.
-static GHOSTS: Mutex<Option<HashMap<PathBuf, Vec<u8>>>> = Mutex::new(None);
+/// durable bytes) may come back. Each with the order of its deletion.
+static GHOSTS: Mutex<Option<Ghosts>> = Mutex::new(None);
 
-fn with_ghosts<R>(f: impl FnOnce(&mut HashMap<PathBuf, Vec<u8>>) -> R) -> R {
+/// Path -> (order of the deletion, durable bytes).
+type Ghosts = HashMap<PathBuf, (u64, Vec<u8>)>;
+
+/// Deletions so far (orders [`GHOSTS`]).
+static DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn with_ghosts<R>(f: impl FnOnce(&mut Ghosts) -> R) -> R {
     let mut g = lock(&GHOSTS);
     f(g.get_or_insert_with(HashMap::new))
 }
@@ -131,8 +137,15 @@ fn with_ghosts<R>(f: impl FnOnce(&mut HashMap<PathBuf, Vec<u8>>) -> R) -> R {
 pub(crate) fn removed(path: &Path) {
     with_unsynced(|s| s.remove(path));
     if let Some(bytes) = with(|m| m.remove(path)) {
-        with_ghosts(|g| g.insert(path.to_path_buf(), bytes));
+        let n = DELETIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        with_ghosts(|g| g.insert(path.to_path_buf(), (n, bytes)));
     }
+}
+
+/// `path` was unlinked (after [`removed`]): the test's hook may take an image now, between
+/// the unlink and the directory fsync that makes it durable.
+pub(crate) fn unlinked(path: &Path) {
+    call_hook(path);
 }
 
 /// `dir` was fsynced: the deletions of its entries are durable.
@@ -140,15 +153,18 @@ pub(crate) fn dir_synced(dir: &Path) {
     with_ghosts(|g| g.retain(|p, _| p.parent() != Some(dir)));
 }
 
-/// Files under `root` deleted without a directory fsync since (path -> durable bytes): a power
-/// cut may bring them back.
-pub fn ghosts(root: &Path) -> HashMap<PathBuf, Vec<u8>> {
-    with_ghosts(|g| {
+/// Files under `root` deleted without a directory fsync since, with their durable bytes, in
+/// the order they were deleted: a power cut may bring them back (on a journaling file system,
+/// directory changes reach the disk in order, so the deletions undone are the latest ones).
+pub fn ghosts(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v: Vec<(u64, PathBuf, Vec<u8>)> = with_ghosts(|g| {
         g.iter()
             .filter(|(p, _)| p.starts_with(root))
-            .map(|(p, b)| (p.clone(), b.clone()))
+            .map(|(p, (n, b))| (*n, p.clone(), b.clone()))
             .collect()
-    })
+    });
+    v.sort_by_key(|(n, _, _)| *n);
+    v.into_iter().map(|(_, p, b)| (p, b)).collect()
 }
 
 /// The durable image of every file under `root` known to the simulated disk (path -> bytes;

@@ -577,6 +577,7 @@ impl Store {
         if self.state.load(Ordering::Acquire) == CLOSED {
             return Err(Error::Closed);
         }
+        self.check_mapped()?;
         self.follow()
     }
 
@@ -585,6 +586,32 @@ impl Store {
         match &self.follower {
             Some(f) => f.refresh(&self.log, &self.cqs, &self.dispatcher),
             None => Ok(()),
+        }
+    }
+
+    /// `Err` (EIO, [`Error::Io`]) once a page of one of this store's file mappings could not be
+    /// read in (a failing disk, a file shrunk behind a read-only open): the mapping holds zeros
+    /// there (see `mmap.rs`, "Pages of file mappings that cannot be read in"), so no read of
+    /// this store is trusted and a writable store is fenced; a reopen maps the files again.
+    /// One atomic load while no mapping of the process ever failed. Checked before every read
+    /// and after the reads that walk records.
+    fn check_mapped(&self) -> Result<()> {
+        let fault = || {
+            self.log
+                .io_fault()
+                .or_else(|| self.cqs.io_fault())
+                .or_else(|| self.index.as_ref().and_then(|i| i.io_fault()))
+        };
+        match fault() {
+            None => Ok(()),
+            Some(e) => {
+                if !self.read_only {
+                    if let Some(again) = fault() {
+                        self.health.poison(again);
+                    }
+                }
+                Err(e)
+            }
         }
     }
 
@@ -720,7 +747,9 @@ impl Store {
     /// starts there.
     pub fn look_message_by_offset(&self, offset: u64) -> Result<StoredMessage> {
         let r = self.record_in_range(offset)?;
-        r.decode().map_err(|_| no_record_at(offset))
+        let m = r.decode();
+        self.check_mapped()?;
+        m.map_err(|_| no_record_at(offset))
     }
 
     /// The record starting at `offset`, which must lie in `[min, max)` of the commit log.
@@ -745,7 +774,9 @@ impl Store {
     /// # Errors
     /// As [`Store::look_message_by_offset`].
     pub fn select_one_message_by_offset(&self, offset: u64) -> Result<Vec<u8>> {
-        Ok(self.record_in_range(offset)?.bytes().to_vec())
+        let bytes = self.record_in_range(offset)?.bytes().to_vec();
+        self.check_mapped()?;
+        Ok(bytes)
     }
 
     /// Iterates records from `from_offset` (clamped up to the minimum offset) to the end of
@@ -1077,7 +1108,9 @@ impl Store {
     ) -> Result<GetResult> {
         self.check_readable()?;
         let sub = Subscription::parse(subscription);
-        Ok(self.read_queue(topic, queue_id, offset, max_messages, max_total_bytes, &sub))
+        let r = self.read_queue(topic, queue_id, offset, max_messages, max_total_bytes, &sub);
+        self.check_mapped()?;
+        Ok(r)
     }
 
     /// [`Store::get_message`] without copying anything: each message found is a
@@ -1107,6 +1140,7 @@ impl Store {
             sub: &sub,
         };
         let o = read::get_message_with(&self.log, &self.cqs, &self.limits, &q, RecordHandle::found);
+        self.check_mapped()?;
         self.stats.record_get_counts(topic, o.items.len(), o.bytes);
         self.stats.record_unit_mismatches(o.mismatched);
         Ok(GetRecords {
@@ -1253,6 +1287,7 @@ impl Store {
             end,
         };
         let mut result = read::query_message(&self.log, index, &self.limits, &q);
+        self.check_mapped()?;
         if let Some(tail) = &self.tail_index {
             let max_num = max_num.clamp(1, self.limits.max_msgs_num_batch);
             crate::tail_index::add_tail_hits(
@@ -1607,6 +1642,11 @@ impl Iterator for Scanner {
         let mut it = self.log.iter_from(self.offset, opts);
         let item = it.next();
         let next_offset = it.offset();
+        if let Some(e) = self.log.io_fault() {
+            // The record may have been read from a zero page (see `Store::check_mapped`).
+            self.done = true;
+            return Some(Err(e));
+        }
         match item {
             None => {
                 self.done = true;

@@ -25,12 +25,15 @@
 //! (`powerloss::fail_msyncs_under`: the flush fails with EIO and reports no sync, so its range
 //! keeps its old durable bytes while the page cache keeps the new ones; the store is fenced,
 //! then crashes and is reopened in the same boot: `failed-msync` workloads); **deleted files that come back** (a deletion is durable only once its
-//! directory is fsynced, `powerloss::ghosts`) and **created files that vanish or are left
-//! empty** (name durable before size); **torn pages as any subset of sectors**; and **SYNC
+//! directory is fsynced, `powerloss::ghosts`; the `cleanup` workloads take images right after
+//! an unlink of a forced cleanup pass, and the latest deletions are undone, in order) and
+//! **created files that vanish, or are left empty or (consume queue and index files) short**
+//! (name durable before size); **torn pages as any subset of sectors**; and **SYNC
 //! images while three threads write** (`sync-mt`). Every durable ack is checked field by field
 //! (topic, keys, body, `KEYS`/`UNIQ_KEY` properties, queue id and offset) and the scan runs with
-//! CRC checks; the run prints lost and torn pages, images per kind and acks checked, and asserts
-//! each is non-zero.
+//! CRC checks; the run prints lost and torn pages, images per kind, files vanished, left empty
+//! and left short per directory, deleted files back and acks checked, and asserts each is
+//! non-zero.
 //!
 //! `make test` runs [`power_loss_images`] (>= 500 images); the `#[ignore]`d
 //! [`power_loss_images_slow`] (`make test-all`) runs >= 10,000. `ROCKETSTORE_POWERLOSS_SEED`
@@ -103,14 +106,20 @@ struct Ack {
     durable: bool,
 }
 
-/// What the simulated disk holds under `root`: every file's durable image, and the files
-/// deleted without a directory fsync since (which a power cut may bring back).
-fn disk(root: &Path) -> HashMap<PathBuf, Vec<u8>> {
-    let mut d = durable_image(root);
-    for (p, b) in rocketstore::powerloss::ghosts(root) {
-        d.entry(p).or_insert(b);
+/// What the simulated disk holds under a root.
+struct Disk {
+    /// Every file's durable image.
+    files: HashMap<PathBuf, Vec<u8>>,
+    /// The files deleted without a directory fsync since, in the order of their deletion
+    /// (a power cut may undo the latest deletions).
+    ghosts: Vec<(PathBuf, Vec<u8>)>,
+}
+
+fn disk(root: &Path) -> Disk {
+    Disk {
+        files: durable_image(root),
+        ghosts: rocketstore::powerloss::ghosts(root),
     }
-    d
 }
 
 /// Every regular file under `root` (recursively) with its bytes.
@@ -183,8 +192,13 @@ struct Stats {
     dirty_pages: usize,
     lost_pages: usize,
     torn_pages: usize,
-    /// Files whose creation was not durable written empty (name durable, size not).
-    short_files: usize,
+    /// Files whose creation was not durable that vanished.
+    vanished_files: usize,
+    /// Files whose creation was not durable written empty (name durable, size not), per
+    /// directory (`commitlog`, `consumequeue`, `index`).
+    empty_files: std::collections::BTreeMap<String, usize>,
+    /// Consume queue and index files whose creation was not durable written short.
+    short_files: std::collections::BTreeMap<String, usize>,
     /// Files deleted without a directory fsync since that came back.
     ghosts: usize,
     /// Workloads whose commit log flush failed before a crash and a same-boot reopen.
@@ -203,12 +217,13 @@ struct Stats {
 fn build_image(
     root: &Path,
     image: &Path,
-    durable: &HashMap<PathBuf, Vec<u8>>,
+    disk: &Disk,
     live: &[(PathBuf, Vec<u8>)],
     checkpoint: Option<&[u8]>,
     rng: &mut Rng,
     stats: &mut Stats,
 ) {
+    let durable = &disk.files;
     let _ = std::fs::remove_dir_all(image);
     std::fs::create_dir_all(image).unwrap();
     for (path, bytes) in live {
@@ -238,24 +253,41 @@ fn build_image(
             ("commitlog" | "consumequeue" | "index", Some(old)) => mix(bytes, old, rng, stats),
             // Never made durable: the creation was not synced yet. The file vanishes, or its
             // name reached the disk before its size (another fsync of the directory got there
-            // first) and it is empty. (A file whose creation was synced cannot come back short:
-            // data made durable by msync carries the file size with it.)
-            ("commitlog" | "consumequeue" | "index", None) => {
-                if rng.below(3) != 0 {
-                    continue;
+            // first) and it is empty, or (a consume queue or index file) short: a prefix of
+            // whole sectors, each page of it holding what the kernel wrote back (the live
+            // bytes) or zeros.
+            // (A file whose creation was synced cannot come back short: data made durable by
+            // msync carries the file size with it.)
+            (top @ ("commitlog" | "consumequeue" | "index"), None) => {
+                let sectors = bytes.len().div_ceil(SECTOR);
+                match rng.below(4) {
+                    0 | 1 => {
+                        stats.vanished_files += 1;
+                        continue;
+                    }
+                    3 if top != "commitlog" && sectors > 1 => {
+                        let len = SECTOR * (1 + rng.below(sectors as u64 - 1) as usize);
+                        let zeros = vec![0u8; len];
+                        *stats.short_files.entry(top.to_string()).or_default() += 1;
+                        mix(&bytes[..len], &zeros, rng, stats)
+                    }
+                    _ => {
+                        *stats.empty_files.entry(top.to_string()).or_default() += 1;
+                        Vec::new()
+                    }
                 }
-                stats.short_files += 1;
-                Vec::new()
             }
             _ => bytes.clone(),
         };
         std::fs::write(&dst, out).unwrap();
     }
-    // Files deleted without a directory fsync since: their names may come back.
-    for (path, bytes) in durable {
-        let rel = path.strip_prefix(root).unwrap();
-        let dst = image.join(rel);
-        if !live.iter().any(|(p, _)| p == path) && !dst.exists() && rng.below(2) == 0 {
+    // Files deleted without a directory fsync since: the latest deletions may be undone
+    // (directory changes reach a journaling file system's disk in order), and those files come
+    // back with their durable bytes.
+    let cut = rng.below(disk.ghosts.len() as u64 + 1) as usize;
+    for (path, bytes) in disk.ghosts.iter().skip(cut) {
+        let dst = image.join(path.strip_prefix(root).unwrap());
+        if !live.iter().any(|(p, _)| p == path) && !dst.exists() {
             std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
             std::fs::write(&dst, bytes).unwrap();
             stats.ghosts += 1;
@@ -365,6 +397,20 @@ fn check_image(
     }
     for (topic, queue, lo, hi) in store.consume_queues() {
         let n = per_queue.get(&(topic.clone(), queue)).copied().unwrap_or(0);
+        // After a cleanup, a deleted consume queue file a power cut brought back may lead the
+        // queue with units whose records are gone (RocketMQ's min correction searches the first
+        // file only; the next cleanup deletes it): never served, every other unit a record.
+        let dead = hi - lo - n;
+        if stats.kind == "cleanup" && dead > 0 {
+            let r = store
+                .get_message(&topic, queue, lo, dead as usize, None, None)
+                .unwrap();
+            assert!(
+                r.messages.iter().all(|m| m.queue_offset >= lo + dead),
+                "{label}: queue {topic}/{queue} served a unit of a deleted record"
+            );
+            continue;
+        }
         assert_eq!(
             hi - lo,
             n,
@@ -474,11 +520,7 @@ fn crash_copy(root: &Path, to: &Path) {
 }
 
 /// A capture: the simulated disk, the live files and the live checkpoint.
-type Capture = (
-    HashMap<PathBuf, Vec<u8>>,
-    Vec<(PathBuf, Vec<u8>)>,
-    Option<Vec<u8>>,
-);
+type Capture = (Disk, Vec<(PathBuf, Vec<u8>)>, Option<Vec<u8>>);
 
 /// Puts message `seq` and returns its ack.
 fn put_seq(store: &Store, seq: u64) -> Ack {
@@ -749,6 +791,82 @@ fn threaded_workload(seed: u64, puts: u64, variants: usize, stats: &mut Stats) {
     rocketstore::powerloss::forget(&root);
 }
 
+/// SYNC_FLUSH puts over several commit log files, then a forced cleanup pass deletes the
+/// oldest files (commit log, consume queue and index files): images right after a random
+/// unlink of the pass (before the directory fsync that makes it durable, so the latest
+/// deletions may be undone and their files come back) and after the pass. Every PUT_OK at or past the commit log's first
+/// offset after the pass must survive each image.
+fn cleanup_workload(seed: u64, puts: u64, variants: usize, stats: &mut Stats) {
+    stats.kind = "cleanup";
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let mut rng = Rng(seed | 1);
+    let store = Store::open(&root, config("sync")).unwrap();
+    let acks: Vec<Ack> = (0..puts).map(|seq| put_seq(&store, seq)).collect();
+    // Only flushed and dispatched data is deleted: let the services catch up.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.dispatch_behind_bytes() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    // The capture: right after the `at`-th unlink of the pass (or its last, if it has fewer),
+    // before the directory fsync that makes the deletions durable.
+    let at = 1 + rng.below(4) as usize;
+    let events = Arc::new(Mutex::new(0usize));
+    let during: Arc<Mutex<Option<Capture>>> = Arc::new(Mutex::new(None));
+    {
+        let (events, during, dir) = (Arc::clone(&events), Arc::clone(&during), root.clone());
+        rocketstore::powerloss::set_hook(Some(Box::new(move |path: &Path| {
+            // An unlink event: the file is gone (a sync or creation event's file exists).
+            if !path.starts_with(&dir) || path.exists() {
+                return;
+            }
+            let mut n = events.lock().unwrap();
+            *n += 1;
+            if *n <= at {
+                let cp = std::fs::read(dir.join("checkpoint")).ok();
+                *during.lock().unwrap() = Some((disk(&dir), live_files(&dir), cp));
+            }
+        })));
+    }
+    let report = store.delete_expired_files(true);
+    rocketstore::powerloss::set_hook(None);
+    let report = report.unwrap();
+    let min = store.min_commitlog_offset();
+    let after: Capture = (
+        disk(&root),
+        live_files(&root),
+        std::fs::read(root.join("checkpoint")).ok(),
+    );
+    let captured = during.lock().unwrap().take();
+    for (n, (durable, live, cp)) in [captured, Some(after)].into_iter().flatten().enumerate() {
+        for v in 0..variants {
+            let image = work.path().join("image");
+            let t = Instant::now();
+            build_image(
+                &root,
+                &image,
+                &durable,
+                &live,
+                cp.as_deref(),
+                &mut rng,
+                stats,
+            );
+            stats.build += t.elapsed();
+            let label = format!(
+                "cleanup seed {seed} capture {n} (event {at}) variant {v}, {} commit log files \
+                 deleted",
+                report.commitlog_files_deleted.len()
+            );
+            let ok = |a: &Ack| a.durable && a.offset >= min;
+            check_image(&image, "sync", &acks, &ok, v < 2, stats, &label);
+        }
+    }
+    store.close().unwrap();
+    rocketstore::powerloss::forget(&root);
+}
+
 /// One workload of a kind: `sync`, `async`, `pool` (kill points during writes), `sync-mt`
 /// (several writer threads), `reopen-sync`, `reopen-async` (power cuts during and after a
 /// same-boot reopen).
@@ -761,11 +879,12 @@ fn run_workload(kind: &str, seed: u64, puts: u64, stats: &mut Stats) {
         "reopen-sync" => reopen_workload("sync", seed, puts / 2, 4, stats),
         "reopen-async" => reopen_workload("async", seed, puts / 2, 4, stats),
         "failed-msync" => reopen_after("async", seed, puts / 2, 4, true, stats),
+        "cleanup" => cleanup_workload(seed, puts * 3, 4, stats),
         other => panic!("unknown workload kind {other}"),
     }
 }
 
-const KINDS: [&str; 7] = [
+const KINDS: [&str; 8] = [
     "sync",
     "async",
     "pool",
@@ -773,6 +892,7 @@ const KINDS: [&str; 7] = [
     "reopen-sync",
     "reopen-async",
     "failed-msync",
+    "cleanup",
 ];
 
 fn run(images: usize) {
@@ -822,9 +942,9 @@ fn run(images: usize) {
     let p = |q: usize| stats.recovery[(stats.recovery.len() - 1) * q / 100];
     println!(
         "power loss: {} images from {round} workloads (seed {seed}; ROCKETSTORE_POWERLOSS_SEED \
-         reproduces), images per kind {:?}; {} dirty pages ({} lost, {} torn, the rest kept), \
-         {} files whose creation was not durable left empty, {} deleted files back, {} failed \
-         msyncs before a same-boot reopen, {} durable \
+         reproduces), images per kind {:?}; {} dirty pages ({} lost, {} torn, the rest kept); \
+         files whose creation was not durable: {} vanished, left empty {:?}, left short {:?}; \
+         {} deleted files back; {} failed msyncs before a same-boot reopen; {} durable \
          acks checked field by field, {} recovered from the checkpoint window, 0 violations; \
          recovery per image p50 {:?}, p99 {:?}, max {:?}",
         stats.images,
@@ -832,6 +952,8 @@ fn run(images: usize) {
         stats.dirty_pages,
         stats.lost_pages,
         stats.torn_pages,
+        stats.vanished_files,
+        stats.empty_files,
         stats.short_files,
         stats.ghosts,
         stats.failed_msyncs,
@@ -842,9 +964,80 @@ fn run(images: usize) {
         p(100)
     );
     // A run that lost, tore or checked nothing proves nothing.
-    assert!(stats.lost_pages > 0 && stats.torn_pages > 0, "{stats:?}");
-    assert!(stats.checked_acks > 0 && stats.short_files > 0, "{stats:?}");
-    assert!(stats.failed_msyncs > 0, "{stats:?}");
+    assert!(
+        stats.lost_pages > 0 && stats.torn_pages > 0,
+        "{:?}",
+        (
+            &stats.per_kind,
+            stats.lost_pages,
+            stats.torn_pages,
+            stats.vanished_files,
+            &stats.empty_files,
+            &stats.short_files,
+            stats.ghosts,
+            stats.failed_msyncs,
+            stats.checked_acks
+        )
+    );
+    assert!(
+        stats.checked_acks > 0,
+        "{:?}",
+        (
+            &stats.per_kind,
+            stats.lost_pages,
+            stats.torn_pages,
+            stats.vanished_files,
+            &stats.empty_files,
+            &stats.short_files,
+            stats.ghosts,
+            stats.failed_msyncs,
+            stats.checked_acks
+        )
+    );
+    assert!(
+        stats.failed_msyncs > 0,
+        "{:?}",
+        (
+            &stats.per_kind,
+            stats.lost_pages,
+            stats.torn_pages,
+            stats.vanished_files,
+            &stats.empty_files,
+            &stats.short_files,
+            stats.ghosts,
+            stats.failed_msyncs,
+            stats.checked_acks
+        )
+    );
+    // Every kind of file-level damage happened at least once.
+    assert!(
+        stats.vanished_files > 0 && stats.ghosts > 0,
+        "{:?}",
+        (
+            &stats.per_kind,
+            stats.lost_pages,
+            stats.torn_pages,
+            stats.vanished_files,
+            &stats.empty_files,
+            &stats.short_files,
+            stats.ghosts,
+            stats.failed_msyncs,
+            stats.checked_acks
+        )
+    );
+    for top in ["consumequeue", "index"] {
+        let n = |m: &std::collections::BTreeMap<String, usize>| m.get(top).copied().unwrap_or(0);
+        assert!(
+            n(&stats.empty_files) > 0,
+            "no empty {top} file: {:?}",
+            stats.empty_files
+        );
+        assert!(
+            n(&stats.short_files) > 0,
+            "no short {top} file: {:?}",
+            stats.short_files
+        );
+    }
     for kind in [
         "sync",
         "async",
@@ -853,6 +1046,7 @@ fn run(images: usize) {
         "reopen",
         "recovery",
         "failed-msync",
+        "cleanup",
     ] {
         assert!(
             stats.per_kind.get(kind).is_some_and(|&n| n > 0),

@@ -284,6 +284,19 @@ impl MappedFile {
         &self.path
     }
 
+    /// A page of this file's mapping could not be read in (EIO, or the file shrunk behind
+    /// it): the mapping holds a zero page there instead of the file's bytes
+    /// ([`crate::mmap::MmapRegion::io_failed`]). Sticky until the file is mapped again.
+    pub(crate) fn io_failed(&self) -> bool {
+        self.map.io_failed()
+    }
+
+    /// The typed error for [`MappedFile::io_failed`]: `op` failed with EIO on this file
+    /// ([`Error::Io`], `raw_os_error() == Some(EIO)`).
+    pub(crate) fn io_fault_error(&self, op: &'static str) -> Error {
+        Error::io(op, &self.path, std::io::Error::from_raw_os_error(libc::EIO))
+    }
+
     /// Tells the kernel that this file's pages are touched in no useful order
     /// ([`crate::mmap::MmapRegion::advise_random`]): for files written piece by piece through
     /// the mapping (consume queues, index files), whose first write to a page would otherwise
@@ -602,6 +615,11 @@ impl MappedFile {
             return Ok(self.flushed());
         }
         self.make_creation_durable()?;
+        if self.map.io_failed() {
+            // Some bytes below the read position may sit in a zero page, not in the file: no
+            // durable position moves (the caller fences the store).
+            return Err(self.io_fault_error("msync"));
+        }
         let read = self.read_position();
         let flushed = self.flushed();
         let start = flushed - flushed % OS_PAGE_SIZE;
@@ -979,7 +997,11 @@ impl MappedFile {
         #[cfg(feature = "powerloss")]
         crate::powerloss::removed(&self.path);
         match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                #[cfg(feature = "powerloss")]
+                crate::powerloss::unlinked(&self.path);
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("unlink", &self.path, e)),
         }
@@ -1104,11 +1126,18 @@ impl FileWriter {
                 return Ok(f(stage.take(len)));
             }
         }
-        self.target
+        let r = self
+            .target
             .write_with(pos, len, f)
             .ok_or_else(|| Error::ReadOnly {
                 path: self.file.path.clone(),
-            })
+            })?;
+        if self.target.region().io_failed() {
+            // A page written could not be read in first: the bytes went to a zero page, not
+            // to the file. Never published.
+            return Err(self.file.io_fault_error("write"));
+        }
+        Ok(r)
     }
 
     /// From now on appends to this file are encoded into a small staging buffer that

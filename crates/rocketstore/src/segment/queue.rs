@@ -23,6 +23,8 @@ pub(crate) enum SizePolicy {
 #[derive(Debug)]
 pub(crate) struct MappedFileQueue {
     dir: PathBuf,
+    /// [`MappedFileQueue::load`] dropped non-empty files shorter than the size at the end.
+    cut_short: bool,
     file_size: u64,
     writable: bool,
     files: RwLock<Vec<Arc<MappedFile>>>,
@@ -35,8 +37,10 @@ pub(crate) struct MappedFileQueue {
 
 impl MappedFileQueue {
     /// Loads `dir` (spec §2 load rule): files sorted by name; sub-directories skipped; empty
-    /// files at the end deleted (writable) or ignored; any other size mismatch, a name that is
-    /// not a 20-digit offset, a gap or a misaligned name is an error.
+    /// files at the end deleted (writable) or ignored, and with [`SizePolicy::Exact`] (consume
+    /// queues) files shorter than the size at the end too ([`MappedFileQueue::cut_short`]);
+    /// any other size mismatch, a name that is not a 20-digit offset, a gap or a misaligned
+    /// name is an error.
     pub(crate) fn load(
         dir: &Path,
         file_size: u64,
@@ -75,7 +79,16 @@ impl MappedFileQueue {
         // Files created ahead of the writer whose size was not durable yet when the machine
         // stopped (a creation made durable by the file's first flush, `defer_sync`: another
         // file's directory `fsync` may have made their names durable first).
-        while let Some((_, path, 0)) = entries.last() {
+        // With the exact size known (consume queues), a file shorter than it at the end is the
+        // same: a creation whose size reached the disk in part. Its units are derived data;
+        // the owner re-derives them from the commit log ([`MappedFileQueue::cut_short`]).
+        let mut cut_short = false;
+        while let Some((_, path, len)) = entries.last() {
+            let short = policy == SizePolicy::Exact && *len < file_size;
+            if *len != 0 && !short {
+                break;
+            }
+            cut_short |= *len != 0;
             if writable {
                 std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))?;
             }
@@ -131,12 +144,19 @@ impl MappedFileQueue {
             dir: dir.to_path_buf(),
             file_size,
             writable,
+            cut_short,
             files: RwLock::new(files),
             flushed_where: AtomicU64::new(0),
             writeback_started: AtomicU64::new(0),
             committed_where: AtomicU64::new(0),
             store_timestamp: AtomicI64::new(0),
         })
+    }
+
+    /// Whether [`MappedFileQueue::load`] dropped files at the end that were shorter than the
+    /// file size (but not empty): what they held must be re-derived.
+    pub(crate) fn cut_short(&self) -> bool {
+        self.cut_short
     }
 
     pub(crate) fn dir(&self) -> &Path {
