@@ -51,8 +51,9 @@ ENGINE_LAYERS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
-        "files and signals: mapped segments, the directory lock, checkpoint, service signals",
-        ["segment", "lock", "checkpoint", "signal"],
+        "files and signals: mapped segments, the directory lock, checkpoint, service signals, "
+        "the progress page",
+        ["segment", "lock", "checkpoint", "signal", "progress"],
     ),
     (
         "engine structures: commit log, consume queues, index, dispatch, reads, validation",
@@ -74,7 +75,10 @@ ENGINE_LAYERS: list[tuple[str, list[str]]] = [
         "recovery, offline repair and the geometry a store's files give",
         ["recovery", "rebuild", "tail_index", "geometry"],
     ),
-    ("the store and what reads a whole store", ["store", "verify", "lib"]),
+    (
+        "the store, its followers in other processes and what reads a whole store",
+        ["store", "follow", "verify", "lib"],
+    ),
 ]
 
 # The Arrow crate: the pools and errors below the readers and writers, the Spark paths above.

@@ -25,8 +25,7 @@
 //! most every [`POLL_INTERVAL`] (a writer that starts later is followed from then on).
 
 use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
-use std::io::Write as _;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -36,130 +35,12 @@ use crate::commitlog::CommitLog;
 use crate::consume_queue::ConsumeQueueStore;
 use crate::dispatch::Dispatcher;
 use crate::error::{Error, Result};
-use crate::mmap::{futex_wait, futex_wake, AppendRegion, MmapRegion};
+use crate::mmap::{futex_wait, AppendRegion};
+use crate::progress::{
+    load32, load64, map_page, snapshot, Snapshot, MAGIC, OFF_INSTANCE, OFF_MAGIC, OFF_SEQ,
+    POLL_INTERVAL, PROGRESS_FILE,
+};
 use crate::util::lock;
-
-/// The progress file at the store root.
-pub const PROGRESS_FILE: &str = "rocketstore.progress";
-/// Its size: one page.
-const PAGE: usize = 4096;
-const MAGIC: u32 = 0x5253_5047; // "RSPG"
-const VERSION: u32 = 1;
-const OFF_MAGIC: usize = 0;
-const OFF_VERSION: usize = 4;
-/// The futex word: bumped after every publication.
-const OFF_SEQ: usize = 8;
-/// 1 while a writer has the store open.
-const OFF_OPEN: usize = 12;
-const OFF_INSTANCE: usize = 16;
-const OFF_END: usize = 24;
-const OFF_MIN: usize = 32;
-/// How often a reader of a store without a progress file looks for one (and for new data).
-pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
-
-fn map_page(path: &Path, writable: bool) -> Result<(File, AppendRegion)> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(writable)
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))?;
-    let region =
-        MmapRegion::map_file(&file, PAGE, writable).map_err(|e| Error::io("mmap", path, e))?;
-    Ok((file, AppendRegion::new(region, PAGE, PAGE)))
-}
-
-/// A word of the page (the offsets are constants inside it: `None` never happens).
-fn load32(r: &AppendRegion, off: usize) -> u32 {
-    r.atomic_u32(off).map_or(0, |w| w.load(Ordering::Acquire))
-}
-
-fn load64(r: &AppendRegion, off: usize) -> u64 {
-    r.atomic_u64(off).map_or(0, |w| w.load(Ordering::Acquire))
-}
-
-fn store32(r: &AppendRegion, off: usize, v: u32) {
-    if let Some(w) = r.atomic_u32(off) {
-        w.store(v, Ordering::Release);
-    }
-}
-
-fn store64(r: &AppendRegion, off: usize, v: u64) {
-    if let Some(w) = r.atomic_u64(off) {
-        w.store(v, Ordering::Release);
-    }
-}
-
-/// Bumps the sequence word and wakes its waiters.
-fn bump(r: &AppendRegion) {
-    if let Some(seq) = r.atomic_u32(OFF_SEQ) {
-        seq.fetch_add(1, Ordering::AcqRel);
-        futex_wake(seq);
-    }
-}
-
-/// The writer's side: publishes progress into `<root>/rocketstore.progress`.
-#[derive(Debug)]
-pub(crate) struct ProgressWriter {
-    _file: File,
-    region: AppendRegion,
-}
-
-impl ProgressWriter {
-    /// Opens (creating it whole, then renaming it in place, if missing or of another size) the
-    /// progress file of a writable store and stamps a new instance id.
-    pub(crate) fn open(root: &Path) -> Result<Self> {
-        let path = root.join(PROGRESS_FILE);
-        let ok =
-            std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == PAGE as u64);
-        if !ok {
-            let tmp = root.join(format!("{PROGRESS_FILE}.tmp"));
-            let mut f = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-            // Written, not extended: the page's block is real before it is mapped.
-            f.write_all(&[0u8; PAGE])
-                .map_err(|e| Error::io("write", &tmp, e))?;
-            drop(f);
-            std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
-        }
-        let (file, region) = map_page(&path, true)?;
-        let instance = {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            (t ^ (u64::from(std::process::id()) << 32)) | 1
-        };
-        store32(&region, OFF_MAGIC, MAGIC);
-        store32(&region, OFF_VERSION, VERSION);
-        store64(&region, OFF_INSTANCE, instance);
-        store32(&region, OFF_OPEN, 1);
-        Ok(Self {
-            _file: file,
-            region,
-        })
-    }
-
-    /// Publishes `end` (every record below it is complete and dispatched) and `min` (the commit
-    /// log's first offset), then wakes every waiting reader.
-    pub(crate) fn publish(&self, end: u64, min: u64) {
-        store64(&self.region, OFF_END, end);
-        store64(&self.region, OFF_MIN, min);
-        bump(&self.region);
-    }
-
-    /// The store closes: readers keep what they read, and are woken once more.
-    pub(crate) fn close(&self) {
-        store32(&self.region, OFF_OPEN, 0);
-        bump(&self.region);
-    }
-}
-
-/// What a reader read from the progress page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Snapshot {
-    seq: u32,
-    instance: u64,
-    end: u64,
-    min: u64,
-}
 
 #[derive(Debug, Default)]
 struct State {
@@ -172,6 +53,8 @@ struct State {
     min: u64,
     /// The writer's log was cut below what this reader reads.
     diverged: Option<String>,
+    /// The progress page before the open's walk, if no writer had the store open then.
+    at_open: Option<Snapshot>,
 }
 
 #[derive(Debug, Default)]
@@ -193,12 +76,16 @@ impl Follower {
     /// A follower of the store at `root` whose consume queues are known to be complete for the
     /// records below `walked` (the queues loaded at open are all followed on the first refresh;
     /// queues created later hold only records at or above it).
-    pub(crate) fn new(root: &Path, walked: u64) -> Self {
+    /// `at_open` is the progress page read before the open's recovery walk: if no writer had
+    /// the store open then, what it published is what the walk itself checked (and, with CRC
+    /// checks, may have cut short at a damaged record), so only later publications are followed.
+    pub(crate) fn new(root: &Path, walked: u64, at_open: Option<Snapshot>) -> Self {
         let f = Self {
             root: root.to_path_buf(),
             page: Mutex::new(Page::default()),
             state: Mutex::new(State {
                 walked,
+                at_open: at_open.filter(|s| !s.open),
                 ..State::default()
             }),
         };
@@ -246,6 +133,13 @@ impl Follower {
         };
         let s = snapshot(&page.1);
         if st.seq == Some(s.seq) {
+            return Ok(());
+        }
+        if st.seq.is_none() && st.at_open.is_some_and(|a| a.seq == s.seq) {
+            // Nothing published since a writer-less open: its walk is the truth.
+            st.seq = Some(s.seq);
+            st.instance = s.instance;
+            st.min = s.min;
             return Ok(());
         }
         if s.instance != st.instance {
@@ -322,16 +216,5 @@ impl Follower {
             }
             _ => std::thread::sleep((deadline - now).min(POLL_INTERVAL)),
         }
-    }
-}
-
-fn snapshot(r: &AppendRegion) -> Snapshot {
-    // The sequence number first: the values read after it are at least as new.
-    let seq = load32(r, OFF_SEQ);
-    Snapshot {
-        seq,
-        instance: load64(r, OFF_INSTANCE),
-        end: load64(r, OFF_END),
-        min: load64(r, OFF_MIN),
     }
 }

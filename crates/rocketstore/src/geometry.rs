@@ -193,9 +193,9 @@ pub(crate) fn resolve(root: &Path, config: &mut StoreConfig) -> Result<()> {
 
 /// The configuration `config` becomes when a store at `root` is opened writable: the commit
 /// log, consume queue and index geometry taken from its files where `config` leaves them at
-/// their defaults (see [`resolve`]). Reads only; nothing is created, locked or changed. Lets a
-/// caller that opens many stores (the Spark data source) check its settings against every
-/// store before any of them is opened.
+/// their defaults (the rules of a writable open). Reads only; nothing is created, locked or
+/// changed. Lets a caller that opens many stores (the Spark data source) check its settings
+/// against every store before any of them is opened.
 ///
 /// # Errors
 /// [`Error::Config`] naming the keyword, its value and the value the files hold, as a writable

@@ -40,6 +40,7 @@ mod offsets;
 #[cfg(feature = "powerloss")]
 pub mod powerloss;
 pub mod probe;
+mod progress;
 mod read;
 mod rebuild;
 mod recovery;
@@ -60,12 +61,12 @@ pub use config::{ConfigValue, FieldInfo, FieldKind, FlushDiskType, RecoveryMode,
 pub use dispatch::Subscription;
 pub use dispatch::UndispatchableTopic;
 pub use error::{message_with_sources, CorruptionKind, Error, Result};
-pub use follow::PROGRESS_FILE;
 pub use geometry::store_geometry;
 pub use message::{
     GetResult, GetStatus, PutMessage, PutResult, PutStatus, QueryResult, StoredMessage,
     TransactionType,
 };
+pub use progress::PROGRESS_FILE;
 pub use rebuild::{rebuild_indexes, RebuildReport};
 pub use recovery::RecoveryReport;
 pub use rocketstore_format::HostAddr;

@@ -106,7 +106,7 @@ pub struct Store {
     /// Read-only stores: follows the writer of another process (`crate::follow`).
     follower: Option<crate::follow::Follower>,
     /// Writable stores: the progress readers in other processes follow.
-    progress: Option<Arc<crate::follow::ProgressWriter>>,
+    progress: Option<Arc<crate::progress::ProgressWriter>>,
 }
 
 /// `put_batch`'s working memory, kept between calls: large batches otherwise allocate fresh
@@ -218,6 +218,12 @@ impl Store {
             crate::geometry::check_is_store(root)?;
             crate::geometry::resolve(root, &mut config)?;
         }
+        // What a writer had published when this reader began its walk (see `crate::follow`).
+        let published_at_open = if read_only {
+            crate::progress::peek(root)
+        } else {
+            None
+        };
         if read_only {
             let meta = std::fs::metadata(root).map_err(|e| Error::io("stat", root, e))?;
             if !meta.is_dir() {
@@ -410,10 +416,19 @@ impl Store {
                 .unwrap_or(0)
                 .max(log.min_offset())
                 .min(log.max_offset());
-            (Some(crate::follow::Follower::new(root, walked)), None)
+            (
+                Some(crate::follow::Follower::new(
+                    root,
+                    walked,
+                    published_at_open,
+                )),
+                None,
+            )
         } else {
             // Without it (a root we may not create files in) readers just do not follow.
-            let p = crate::follow::ProgressWriter::open(root).ok().map(Arc::new);
+            let p = crate::progress::ProgressWriter::open(root)
+                .ok()
+                .map(Arc::new);
             if let Some(p) = &p {
                 dispatcher.set_progress(Arc::clone(p));
                 dispatcher.publish_progress(&log);

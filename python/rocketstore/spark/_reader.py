@@ -55,6 +55,7 @@ from rocketstore.spark._options import (
     parse_offsets,
     split_options,
 )
+from rocketstore.spark._sink_log import is_sink_store
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -451,14 +452,6 @@ def _sink_store_config(store: Path) -> dict[str, int | bool | str] | None:
     if not isinstance(config, dict):
         return {}
     return {str(k): v for k, v in config.items() if isinstance(v, (int, bool, str))}
-
-
-def is_sink_store(store: Path) -> bool:
-    """True if ``store`` holds the stream sink's progress records (``_sink_log``): readers
-    see it only up to its last committed micro-batch, without the sink's own topic."""
-    from rocketstore.spark._sink_log import MARKER_TOPIC
-
-    return (store / "consumequeue" / MARKER_TOPIC).is_dir()
 
 
 @dataclass(frozen=True)

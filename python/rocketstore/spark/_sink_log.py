@@ -36,6 +36,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -288,3 +289,9 @@ def put_commit(
         "committed_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
     }
     return _put(store, COMMIT_QUEUE, "commit", f"{query}:{batch}", body)
+
+
+def is_sink_store(store: Path) -> bool:
+    """True if ``store`` holds the stream sink's progress records: readers see it only up to
+    its last committed micro-batch, without the sink's own topic. Needs no PySpark."""
+    return (store / "consumequeue" / MARKER_TOPIC).is_dir()

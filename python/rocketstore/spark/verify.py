@@ -179,8 +179,7 @@ def _sink_committed_end(
     """For a stream sink's store: (the end of its last commit record, the bytes past it);
     (None, 0) for any other store (or one that does not open: the checks report that)."""
     from rocketstore.exceptions import MessageStoreError
-    from rocketstore.spark._reader import is_sink_store
-    from rocketstore.spark._sink_log import last_commit
+    from rocketstore.spark._sink_log import is_sink_store, last_commit
 
     if not is_sink_store(Path(path)):
         return None, 0
@@ -424,8 +423,7 @@ def _stored_rows_task(
         pa, pc = _arrow()
         from rocketstore._native import body_sha256
         from rocketstore.exceptions import MessageStoreError
-        from rocketstore.spark._reader import is_sink_store
-        from rocketstore.spark._sink_log import last_commit
+        from rocketstore.spark._sink_log import is_sink_store, last_commit
 
         for batch in batches:
             for i in batch.column(0).to_pylist():

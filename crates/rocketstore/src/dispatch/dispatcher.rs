@@ -38,7 +38,7 @@ pub(crate) struct Dispatcher {
     /// service threads, recovery) never interleave, so fed and decoded records stay in order.
     running: Mutex<()>,
     /// The progress word readers in other processes follow (writable stores, `crate::follow`).
-    progress: std::sync::OnceLock<Arc<crate::follow::ProgressWriter>>,
+    progress: std::sync::OnceLock<Arc<crate::progress::ProgressWriter>>,
 }
 
 /// A topic whose records were kept in the commit log but not dispatched to a consume queue,
@@ -78,7 +78,7 @@ impl Dispatcher {
     }
 
     /// Publishes every dispatch pass's end to `progress` from now on (writable stores).
-    pub(crate) fn set_progress(&self, progress: Arc<crate::follow::ProgressWriter>) {
+    pub(crate) fn set_progress(&self, progress: Arc<crate::progress::ProgressWriter>) {
         let _ = self.progress.set(progress);
     }
 
