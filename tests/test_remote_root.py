@@ -294,7 +294,9 @@ def test_upload_then_fetch_is_byte_identical_and_sparse(
             hashlib.sha256(a.read_bytes()).hexdigest() == hashlib.sha256(b.read_bytes()).hexdigest()
         ), rel
         assert b.stat().st_blocks <= a.stat().st_blocks + 8, f"{rel}: holes kept"
-    assert sum(int(f["size"]) for f in files) > 100 * sum(
+    # The files' lengths are RocketMQ's (a 1 MiB commit log, a 20 MB index file); their data is
+    # a few MB (index slot pages are made real 256 KiB at a time, the zero pages punched at close).
+    assert sum(int(f["size"]) for f in files) > 50 * sum(
         sum(n for _, n in f.get("extents", [[0, f["size"]]])) for f in files
     ), "holes are not uploaded"
     # A second fetch is the cached copy; a damaged object fails the download.
