@@ -36,7 +36,8 @@ def batches(partition: int, rows: int) -> list[pa.RecordBatch]:
 
 
 def as_task(partition: int, attempt: int) -> None:
-    """Makes the writer see a Spark task identity (there is no TaskContext here)."""
+    """Makes the writer see a Spark task identity (there is no TaskContext here). Only for this
+    child process: it patches the module for good, so tests use their own monkeypatch."""
     _writer._task_identity = lambda: (partition, attempt, 0)
 
 

@@ -382,10 +382,18 @@ def _expected_bodies(partitions: list[int], rows: int) -> list[bytes]:
     return sorted(f"p{p}-{i}".encode().ljust(4096, b".") for p in partitions for i in range(rows))
 
 
+def _as_task(monkeypatch: pytest.MonkeyPatch, partition: int, attempt: int) -> None:
+    """The writer sees this Spark task identity until the test ends (restored after it, so no
+    other test in this worker process inherits it)."""
+    from rocketstore.spark import _writer as writer_module
+
+    monkeypatch.setattr(writer_module, "_task_identity", lambda: (partition, attempt, 0))
+
+
 def test_task_killed_mid_upload_then_retried(
-    spark: Any, s3: Any, bucket: str, tmp_path: Path
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests._remote_kill_child import as_task, batches
+    from tests._remote_kill_child import batches
 
     uri = f"s3a://{bucket}/killed-task"
     writer = _writer(s3, uri, tmp_path)
@@ -398,7 +406,7 @@ def test_task_killed_mid_upload_then_retried(
     assert not s3.keys(bucket, "killed-task/_manifests/")
 
     # Spark's retry of the partition (another attempt id), then the job's commit.
-    as_task(0, 8)
+    _as_task(monkeypatch, 0, 8)
     message = writer.write(iter(batches(0, 3000)))
     writer.commit([message])
 
@@ -412,9 +420,9 @@ def test_task_killed_mid_upload_then_retried(
 
 
 def test_driver_killed_before_commit_then_rerun(
-    spark: Any, s3: Any, bucket: str, tmp_path: Path
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests._remote_kill_child import as_task, batches
+    from tests._remote_kill_child import batches
 
     from rocketstore.spark import verify
 
@@ -439,7 +447,7 @@ def test_driver_killed_before_commit_then_rerun(
     rerun = _writer(s3, uri, tmp_path)
     messages = []
     for p in (0, 1):
-        as_task(p, 200 + p)
+        _as_task(monkeypatch, p, 200 + p)
         messages.append(rerun.write(iter(batches(p, 500))))
     rerun.commit(messages)
     after = spark.read.format("rocketstore").options(**opts).load(uri)
