@@ -405,7 +405,7 @@ demo: build java-check ## Run the main job on generated data: Spark ingest of 1,
 # `make bench`: the criterion benches, then the suite BENCHMARKS.md is made from; the page's
 # tables (between its <!-- BEGIN bench:NAME --> markers), benches/peers.png and the raw figures
 # (benches/bench.json) are written from this one run. ~15-20 minutes on 2 cores.
-BENCH_ARGS ?= --sizes 100,1024 --peers --spark --scale --follow
+BENCH_ARGS ?= --sizes 100,1024 --peers --spark --remote --scale --follow
 bench: build ## Run the criterion benches and `rocketstore bench` (peers, Spark, scale); write BENCHMARKS.md's tables
 	$(CLI_CHECK)
 	@start=$$(date +%s); summary="$$(mktemp)"; trap 'rm -f "$$summary"' EXIT; \

@@ -213,3 +213,61 @@ def test_bench_follow_smoke(tmp_path: Path) -> None:
     text = _bench_report.render(doc)["follow"]
     assert "p99.9" in text
     assert not any(tmp_path.iterdir())
+
+
+def test_spark_sink_and_remote_tables_from_json() -> None:
+    """The sink's row stands beside the batch writer's, the S3 rows beside Parquet's."""
+    from rocketstore._bench_remote import REMOTE_NAMES
+
+    figs = []
+    for i, name in enumerate(
+        ["spark_parquet", "spark_rocketstore", "spark_batch_files", "spark_sink"]
+    ):
+        f = _bench.Figure(name, 1024, 4000, 1.0 + i, 4000 * 1024, cpu_seconds=2.0)
+        figs.append(f)
+    for i, name in enumerate(REMOTE_NAMES):
+        f = _bench.Figure(name, 256, 2000, 1.0 + i, 2000 * 256, cpu_seconds=1.0)
+        f.extra["server_cpu_seconds"] = 0.5
+        figs.append(f)
+    figs[-3].extra["stored_bytes"] = 16_500_000  # remote_write_parquet
+    _bench._link(figs)
+    blocks = _bench_report.render({"results": [f.to_json() for f in figs]})
+    spark = blocks["spark"]
+    assert "writeStream" in spark
+    sink_row = next(line for line in spark.splitlines() if "writeStream" in line)
+    assert "| 1.0 k/s | 500,000 | 1.3 k/s |" in sink_row  # 4000 / 4 s beside 4000 / 3 s
+    assert "0.75x" in sink_row
+    remote = blocks["remote"]
+    assert "`s3a://`" in remote
+    assert "Parquet 16.5 MB" in remote
+    assert "250,000" in remote  # server CPU ns/msg: 0.5 s over 2,000 rows
+    assert all(line.count("|") == 6 for line in remote.splitlines() if line.startswith("|"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_bench_remote_and_sink_run(tmp_path: Path) -> None:
+    """``--remote`` and the sink figures of ``--spark`` measure on a real session (small)."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("moto")
+    from rocketstore._bench_remote import REMOTE_NAMES, run_remote
+
+    figs = run_remote(tmp_path, lambda _m: None, messages=3000)
+    assert [f.name for f in figs] == list(REMOTE_NAMES)
+    for f in figs:
+        assert not f.skipped, f.skipped
+        assert f.messages == 3000
+        assert f.seconds > 0
+    assert {f.name: f for f in figs}["remote_write"].extra["stored_bytes"] > 0
+    spark = _bench.bench_spark_session("rocketstore-bench-test")
+    try:
+        table = _bench.spark_input_table(_bench.bench_table(3000, 1024))
+        df = spark.createDataFrame(table).repartition(2).cache()
+        data = _bench._Data(1024, table, 3000, 3000 * 1024, [], [])
+        by = {f.name: f for f in _bench._spark_sink(spark, tmp_path, df, data)}
+    finally:
+        spark.stop()
+    for name in ("spark_batch_files", "spark_sink"):
+        assert not by[name].skipped, by[name].skipped
+        assert by[name].messages == 3000
+    assert not any(tmp_path.iterdir())

@@ -91,6 +91,7 @@ BASELINE_OF = {
     "spark_read_rocketstore": "spark_read_parquet",
     "spark_read_rocketstore_py": "spark_read_parquet",
     "spark_read_rocketstore_body": "spark_read_parquet",
+    "spark_sink": "spark_batch_files",
     # --peers: rocketstore beside LMDB (the fastest peer of the key-value stores)
     "peers_rocketstore_append": "peers_lmdb_append",
     "peers_rocketstore_read": "peers_lmdb_read",
@@ -127,6 +128,8 @@ class BenchOptions:
     peer_seconds: float = 5.0  # time box of a peer's lookups (the scanning ones)
     scale: bool = False
     follow: bool = False  # --follow: a reader process following the writer (_bench_follow)
+    remote: bool = False  # --remote: Spark on an S3 server beside Parquet (_bench_remote)
+    remote_messages: int = 200_000
     scale_sizes: list[int] = field(default_factory=lambda: [1, 4])  # GiB of commit log
     scale_unit: int = 1 << 30
     scale_batch: int = 16_384
@@ -937,6 +940,76 @@ def _spark_read_variants(spark: Any, p: Path, data: _Data, jvm_loaded: bool) -> 
     return figs
 
 
+SINK_FILES = 10  # Parquet files of the sink's source
+SINK_PER_TRIGGER = 2  # files per micro-batch: five micro-batches
+SINK_STORES = 2
+
+
+def _spark_sink(spark: Any, base: Path, df: Any, data: _Data) -> list[Figure]:
+    """The streaming sink beside the batch writer, both from the same Parquet files.
+
+    ``df`` is written once as :data:`SINK_FILES` Parquet files; ``spark_batch_files`` is
+    ``spark.read.parquet(src).write.format("rocketstore")`` (the default path), ``spark_sink``
+    is ``spark.readStream.parquet(src)`` with ``maxFilesPerTrigger`` :data:`SINK_PER_TRIGGER`
+    into ``writeStream.format("rocketstore")`` with ``stores`` :data:`SINK_STORES` and
+    ``trigger(availableNow=True)``: task records, commit records, flushes and cleanup included.
+    One untimed warm-up each."""
+    import shutil as _shutil
+
+    src = base / "sink-src"
+    df.repartition(SINK_FILES).write.mode("overwrite").parquet(str(src))
+    schema = spark.read.parquet(str(src)).schema
+
+    def batch(out: Path) -> None:
+        spark.read.parquet(str(src)).write.format("rocketstore").mode("overwrite").save(str(out))
+
+    def sink(out: Path) -> None:
+        ckpt = Path(str(out) + "-ckpt")
+        _shutil.rmtree(ckpt, ignore_errors=True)
+        q = (
+            spark.readStream.schema(schema)
+            .option("maxFilesPerTrigger", SINK_PER_TRIGGER)
+            .parquet(str(src))
+            .writeStream.format("rocketstore")
+            .option("checkpointLocation", str(ckpt))
+            .option("stores", SINK_STORES)
+            .trigger(availableNow=True)
+            .start(str(out))
+        )
+        q.awaitTermination()
+        if q.exception() is not None:
+            raise RuntimeError(str(q.exception()))
+
+    figs: list[Figure] = []
+    notes = {
+        "spark_batch_files": "spark.read.parquet(src).write.format('rocketstore'), default path",
+        "spark_sink": (
+            f"readStream.parquet(src), maxFilesPerTrigger {SINK_PER_TRIGGER} "
+            f"({SINK_FILES // SINK_PER_TRIGGER} micro-batches) into writeStream, "
+            f"stores {SINK_STORES}, availableNow"
+        ),
+    }
+    try:
+        for name, run_one in (("spark_batch_files", batch), ("spark_sink", sink)):
+            try:
+                with _fresh_dir(base, name) as p:
+                    run_one(p)  # warm-up
+            except Exception as e:
+                figs.append(Figure(name, data.size, skipped=f"{type(e).__name__}: {e}"[:400]))
+                continue
+            with _fresh_dir(base, name) as p:
+                c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+                run_one(p)
+                fig = Figure(name, data.size, data.n, time.perf_counter() - t0, data.body_bytes)
+                fig.cpu_seconds = _tree_cpu_seconds() - c0
+                fig.note = notes[name] + f"; {SINK_FILES} Parquet files of the same rows"
+                figs.append(fig)
+                _shutil.rmtree(str(p) + "-ckpt", ignore_errors=True)
+    finally:
+        _shutil.rmtree(src, ignore_errors=True)
+    return figs
+
+
 def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
     try:
         import pyspark.sql  # noqa: F401  (is Spark importable?)
@@ -1037,6 +1110,7 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 figs.append(fig)
                 if name == "spark_rocketstore":
                     figs.extend(_spark_read_variants(spark, p, data, jvm_loaded))
+        figs.extend(_spark_sink(spark, base, df, data))
         df.unpersist()
         return figs
     finally:
@@ -1056,6 +1130,9 @@ def machine_info() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "rocketstore": rocketstore.__version__,
+        # `make bench` builds with the environment it runs in: the release profile of
+        # Cargo.toml (thin LTO) unless CARGO_PROFILE_RELEASE_LTO overrides it.
+        "release_lto": os.environ.get("CARGO_PROFILE_RELEASE_LTO", "thin"),
     }
     try:
         with open("/proc/meminfo") as fh:
@@ -1216,6 +1293,8 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
                 "spark_read_rocketstore_py",
                 "spark_read_rocketstore_body",
                 "spark_read_parquet",
+                "spark_batch_files",
+                "spark_sink",
             ]
             here.sort(key=lambda f: order.index(f.name) if f.name in order else len(order))
             figs.extend(here)
@@ -1246,6 +1325,10 @@ def run(opts: BenchOptions, out: Any = None) -> list[Figure]:
             sdata = _Data(size, table, n, n * size, [], [])
             figs.extend(_spark(base, sdata, opts))
             del sdata, table
+        if opts.remote:
+            from rocketstore._bench_remote import run_remote
+
+            figs.extend(run_remote(base, say, messages=opts.remote_messages))
         if opts.follow:
             from rocketstore._bench_follow import run_follow
 

@@ -38,6 +38,7 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("recovery", "Recovery and reopen", "rocketstore bench --scale"),
     ("scale", "Cost growth with size", "rocketstore bench --scale --scale-sizes 1,4"),
     ("spark", "Spark", "rocketstore bench --spark"),
+    ("remote", "Spark on an S3 server (remote roots)", "rocketstore bench --remote"),
     ("follow", "A reader in another process", "rocketstore bench --follow"),
     ("criterion", "The engine alone (criterion, Rust)", "cargo bench -p rocketstore-benches"),
 ]
@@ -83,7 +84,9 @@ class _Doc:
         self.doc = doc
         self.results: list[dict[str, Any]] = doc.get("results", [])
         self.by = {(r["name"], r["size"]): r for r in self.results}
-        self.sizes = sorted({r["size"] for r in self.results if not r["name"].startswith("spark")})
+        self.sizes = sorted(
+            {r["size"] for r in self.results if not r["name"].startswith(("spark", "remote_"))}
+        )
 
     def get(self, name: str, size: int) -> dict[str, Any] | None:
         r = self.by.get((name, size))
@@ -138,6 +141,7 @@ def _machine(d: _Doc) -> str:
         ["CPU", f"{m.get('cpu', '?')}, {m.get('cpus', '?')} cores"],
         ["memory", f"{m.get('mem_gb', '?')} GB"],
         ["system", f"{m.get('platform', '?')}, Python {m.get('python', '?')}"],
+        ["build", f"Rust release profile, cross-crate LTO: {m.get('release_lto', 'thin')}"],
         [
             "load average (1, 5, 15 min)",
             f"{doc.get('loadavg_start', '?')} at the start, {m.get('loadavg', '?')} at the end "
@@ -405,7 +409,7 @@ def _spark(d: _Doc) -> str:
         )
     n = spark[0].get("messages") or 0
     head = ["figure", "msg/s", "CPU ns/msg", "Parquet msg/s", "Parquet CPU ns/msg", "ratio"]
-    return (
+    text = (
         f"**{n:,} x {_size(size)}**, a tag and a key each:\n\n"
         + _table(head, rows)
         + (
@@ -414,6 +418,81 @@ def _spark(d: _Doc) -> str:
             "each; CPU of the whole process tree (driver, JVM, Python workers)."
         )
     )
+    sink, batch = d.by.get(("spark_sink", size)), d.get("spark_batch_files", size)
+    if sink is not None:
+        if sink.get("skipped"):
+            cells = ["skipped: " + sink["skipped"][:80], "", "", "", ""]
+        else:
+            ratio = f"{sink['msgs_per_s'] / batch['msgs_per_s']:.2f}x" if batch else "-"
+            cells = [
+                _rate(sink["msgs_per_s"]),
+                _cpu(sink),
+                _rate(batch["msgs_per_s"]) if batch else "-",
+                _cpu(batch),
+                ratio,
+            ]
+        text += (
+            "\n\nThe streaming sink beside the batch writer, the same rows from the same files:\n\n"
+        )
+        text += _table(
+            ["figure", "msg/s", "CPU ns/msg", "batch msg/s", "batch CPU ns/msg", "ratio"],
+            [['`writeStream.format("rocketstore")`, 5 micro-batches, 2 stores', *cells]],
+        )
+        text += (
+            "\n\nBoth read the rows as 10 Parquet files; the batch writer in one job, the sink "
+            "with `maxFilesPerTrigger` 2 and `trigger(availableNow=True)`, its task and commit "
+            "records, flushes and cleanup included; one untimed warm-up each."
+        )
+    return text
+
+
+def _remote(d: _Doc) -> str:
+    rows_in = {r["name"]: r for r in d.results if r["name"].startswith("remote_")}
+    if not rows_in:
+        return "(not run: `--remote`)"
+    labels = [
+        ("remote_write_local", "rocketstore write, local root (reference)"),
+        ("remote_write", "rocketstore write to `s3a://`"),
+        ("remote_write_parquet", "Parquet write (`pyarrow.parquet` over `pyarrow.fs`, per task)"),
+        ("remote_read", "rocketstore read, cold download cache"),
+        ("remote_read_parquet", "Parquet read (`pyarrow.parquet`, per task)"),
+    ]
+    rows = []
+    for name, label in labels:
+        r = rows_in.get(name)
+        if r is None:
+            continue
+        if r.get("skipped"):
+            rows.append([label, "skipped: " + r["skipped"][:80], "", "", ""])
+            continue
+        server = r["extra"].get("server_cpu_seconds", 0.0)
+        rows.append(
+            [
+                label,
+                _rate(r["msgs_per_s"]),
+                _cpu(r),
+                f"{server * 1e9 / r['messages']:,.0f}" if r["messages"] else "-",
+                f"{r['ratio']:.2f}x" if r.get("ratio") else "",
+            ]
+        )
+    any_r = next(iter(rows_in.values()))
+    text = _table(
+        ["phase", "msg/s", "CPU ns/msg (Spark + Python)", "S3 server CPU ns/msg", "to Parquet"],
+        rows,
+    )
+    stored = [
+        f"{label} {r['extra']['stored_bytes'] / 1e6:,.1f} MB"
+        for name, label in (("remote_write", "rocketstore"), ("remote_write_parquet", "Parquet"))
+        if (r := rows_in.get(name)) and "stored_bytes" in r.get("extra", {})
+    ]
+    text = (
+        f"**{any_r.get('messages') or 0:,} rows x {_size(any_r['size'])}**, a key each; moto's S3 "
+        "server on loopback, `local[2]`, 2 tasks; one untimed warm-up of every path; CPU of the "
+        "whole process tree, the server's apart.\n\n" + text
+    )
+    if stored:
+        text += "\n\nOn the server: " + ", ".join(stored) + "."
+    return text
 
 
 def _duration(ns: float) -> str:
@@ -554,6 +633,7 @@ RENDER: dict[str, Callable[[_Doc], str]] = {
     "recovery": _recovery,
     "scale": _scale,
     "spark": _spark,
+    "remote": _remote,
     "follow": _follow,
     "criterion": _criterion,
 }

@@ -443,6 +443,18 @@ def _add_bench(sub: _Commands) -> None:
         help="messages per body size of --peers (default: 1,000,000)",
     )
     bench.add_argument(
+        "--remote",
+        action="store_true",
+        help="also Spark on an S3 server (moto, on loopback): write and read 200,000 rows as "
+        "rocketstore on an s3a:// root and as Parquet on the same server",
+    )
+    bench.add_argument(
+        "--remote-messages",
+        type=_positive,
+        metavar="N",
+        help="rows of --remote (default: 200,000)",
+    )
+    bench.add_argument(
         "--follow",
         action="store_true",
         help="also a reader process following this writer: wake latency from a put to a "

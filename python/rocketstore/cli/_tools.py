@@ -87,6 +87,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         opts.peer_messages = args.peer_messages
     opts.scale = args.scale
     opts.follow = args.follow
+    opts.remote = args.remote and not args.smoke
+    if args.remote_messages is not None:
+        opts.remote_messages = args.remote_messages
     if args.scale_sizes is not None:
         opts.scale_sizes = args.scale_sizes
     opts.json_path = args.json
