@@ -388,8 +388,20 @@ impl Store {
             config.fsync_directory,
             valid_cp,
         ));
+        // After a crash, the checkpoint's index mark is replaced by the durable point of the
+        // index as recovery left it, and the checkpoint rewritten before any put: the loaded
+        // mark may name entries recovery cut, which later puts overwrite (see
+        // `CheckpointSource::remark_index`).
+        let remarked = match (&index, window) {
+            (Some(index), Some(_)) => {
+                checkpoint_source.remark_index(index.flush_mark()?);
+                true
+            }
+            _ => false,
+        };
         if !read_only
-            && (cut.is_some()
+            && (remarked
+                || cut.is_some()
                 || recovery.truncated_at.is_some()
                 || recovery
                     .durable_offset

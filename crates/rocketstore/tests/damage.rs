@@ -16,7 +16,8 @@ use rocketstore::format::{offset_to_file_name, Checkpoint};
 
 use common::{copy_tree, files_under, Rng};
 use rocketstore::{
-    ConfigValue, Error, GetStatus, PutMessage, PutResult, PutStatus, Store, StoreConfig,
+    ConfigValue, Error, GetStatus, PutMessage, PutResult, PutStatus, ServiceKind, Store,
+    StoreConfig,
 };
 
 const FILE: u64 = 64 * 1024;
@@ -1232,5 +1233,117 @@ fn c11_stale_index_entries_past_a_rewritten_commit_log_are_dropped_on_a_writable
     finish(store);
     // And the repaired store reopens unchanged.
     let store = open_check(root, config(&[]), &expect);
+    finish(store);
+}
+
+// ---- C12: a power cut after a power-loss recovery that cut the index -----------------------
+
+/// Puts message `i` named `<name><i:04>`: every such record has the same size (one topic and
+/// queue, a fixed-width key, a 100-byte body), so records put after a cut land exactly at the
+/// offsets of the records the cut dropped.
+fn put_same_size(store: &Store, name: &str, i: u64) -> PutResult {
+    let key = format!("{name}{i:04}");
+    let keys = [key.as_str()];
+    let r = store
+        .put(&PutMessage {
+            topic: TOPICS[0],
+            body: &[i as u8; 100],
+            keys: &keys,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(r.status, PutStatus::PutOk);
+    r
+}
+
+/// Zeroes the boot id of the checkpoint's recovery window: the page cache was lost.
+fn forget_boot(root: &Path) {
+    let p = root.join("checkpoint");
+    let mut cp = Checkpoint::decode(&std::fs::read(&p).unwrap()).unwrap();
+    cp.ext.as_mut().unwrap().window.as_mut().unwrap().boot_id = [0; 16];
+    std::fs::write(&p, cp.encode()).unwrap();
+}
+
+/// ASYNC_FLUSH indexes records before the commit log flush makes them durable, so the
+/// checkpoint's index mark may name entries of records a power cut then loses; recovery cuts
+/// the index file back to the records kept (the cut is durable, the entries past it stay in
+/// the file's bytes) and puts after it write records at the same offsets. A second power cut
+/// before the index is flushed again leaves the first cut's file with the stale entries past
+/// it. The checkpoint must not still name the loaded mark: recovery would take the stale
+/// entries as durable, with the index's end at the last of them, and never index the records
+/// written over the entries' offsets below it.
+#[test]
+fn c12_a_power_cut_after_a_recovery_that_cut_the_index_loses_no_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, img1, img2) = (
+        dir.path().join("live"),
+        dir.path().join("img1"),
+        dir.path().join("img2"),
+    );
+    let cfg = || config(&[("flush_disk_type", ConfigValue::Str("ASYNC_FLUSH".into()))]);
+    let store = Store::open(&live, cfg()).unwrap();
+    let old: Vec<PutResult> = (0..40).map(|i| put_same_size(&store, "k", i)).collect();
+    // Dispatched, flushed, and two rounds of the flush service: the checkpoint's window names an
+    // index mark holding the 80 entries (UNIQ_KEY and key) of the 40 records.
+    store.run_service_once(ServiceKind::Reput).unwrap();
+    store.flush().unwrap();
+    store.run_service_once(ServiceKind::FlushCq).unwrap();
+    store.run_service_once(ServiceKind::FlushCq).unwrap();
+    copy_tree(&live, &img1);
+    store.close().unwrap();
+    let window = |root: &Path| {
+        let cp = Checkpoint::decode(&std::fs::read(root.join("checkpoint")).unwrap()).unwrap();
+        cp.ext.unwrap().window.unwrap()
+    };
+    assert_eq!(window(&img1).index_count, 81);
+    // Power cut 1: the commit log was durable up to record 30 only (ASYNC_FLUSH).
+    let cut = old[30].commitlog_offset as u64;
+    let file = cl_file(&img1, 0);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[cut as usize..].fill(0);
+    std::fs::write(&file, bytes).unwrap();
+    let p = img1.join("checkpoint");
+    let mut cp = Checkpoint::decode(&std::fs::read(&p).unwrap()).unwrap();
+    let ext = cp.ext.as_mut().unwrap();
+    ext.durable_commitlog_offset = cut as i64;
+    let w = ext.window.as_mut().unwrap();
+    w.start_offset = w.start_offset.min(cut as i64);
+    std::fs::write(&p, cp.encode()).unwrap();
+    forget_boot(&img1);
+    // Recovery cuts the index to the 30 records kept; what it leaves in the index files is
+    // durable (the cut is msynced) and nothing writes them until the next put.
+    let store = Store::open(&img1, cfg()).unwrap();
+    let r = store.recovery_report().clone();
+    assert!(r.power_loss && r.from_window, "{r:?}");
+    assert_eq!(r.end_offset, cut);
+    let durable_index = files_under(&img1, "index");
+    // Ten records over the lost ones, at their offsets, made durable by the commit log flush;
+    // dispatched (their index entries only in the page cache).
+    let new: Vec<PutResult> = (0..10).map(|i| put_same_size(&store, "n", i)).collect();
+    let offsets = |v: &[PutResult]| v.iter().map(|r| r.commitlog_offset).collect::<Vec<_>>();
+    assert_eq!(offsets(&new), offsets(&old[30..]));
+    store.run_service_once(ServiceKind::Reput).unwrap();
+    store.flush().unwrap();
+    // Power cut 2, before the flush service ran: the index files as recovery left them.
+    copy_tree(&img1, &img2);
+    store.close().unwrap();
+    for (rel, bytes) in &durable_index {
+        std::fs::write(img2.join(rel), bytes).unwrap();
+    }
+    forget_boot(&img2);
+    let store = open_check(&img2, cfg(), &[]);
+    let r = store.recovery_report().clone();
+    assert!(r.power_loss && r.from_window, "{r:?}");
+    for (i, n) in new.iter().enumerate() {
+        let q = store
+            .query_message(TOPICS[0], &format!("n{i:04}"), 64, 0, i64::MAX)
+            .unwrap();
+        assert!(
+            q.messages
+                .iter()
+                .any(|m| m.commitlog_offset() == n.commitlog_offset),
+            "key n{i:04} lost"
+        );
+    }
     finish(store);
 }

@@ -122,6 +122,17 @@ fn disk(root: &Path) -> Disk {
     }
 }
 
+/// What a power cut at this instant could leave of `root`: the live checkpoint, the simulated
+/// disk and the live files, read in this order. A checkpoint is replaced only after the syncs
+/// it claims (an index mark's msync, the commit log flush), so one read before the disk claims
+/// nothing the disk lacks; read after it, it may claim syncs made since (an index mark whose
+/// entries the image then loses): an image no power cut can leave.
+fn capture(root: &Path) -> Capture {
+    let checkpoint = std::fs::read(root.join("checkpoint")).ok();
+    let durable = disk(root);
+    (durable, live_files(root), checkpoint)
+}
+
 /// Every regular file under `root` (recursively) with its bytes.
 fn live_files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
@@ -478,11 +489,7 @@ fn workload(mode: &'static str, seed: u64, puts: u64, variants: usize, stats: &m
             }
             // The durable bound first: everything below it is in the durable image taken next.
             let flushed = store.cursors().flushed;
-            // The live checkpoint before the durable image: a checkpoint written later may claim
-            // flushes the durable image does not hold yet (a real disk keeps that order).
-            let checkpoint = std::fs::read(root.join("checkpoint")).ok();
-            let durable = disk(&root);
-            let live = live_files(&root);
+            let (durable, live, checkpoint) = capture(&root);
             for v in 0..variants {
                 let image = work.path().join("image");
                 let t = Instant::now();
@@ -643,8 +650,7 @@ fn reopen_after(
             let mut n = events.lock().unwrap();
             *n += 1;
             if *n == at {
-                let cp = std::fs::read(dir.join("checkpoint")).ok();
-                *during.lock().unwrap() = Some((disk(&dir), live_files(&dir), cp));
+                *during.lock().unwrap() = Some(capture(&dir));
             }
         })));
     }
@@ -686,9 +692,7 @@ fn reopen_after(
             acks.extend((puts + 100..puts + 120).map(|seq| put_seq(&reopened, seq)));
         }
         let flushed = reopened.cursors().flushed.max(claimed);
-        let durable = disk(&crashed);
-        let live = live_files(&crashed);
-        let checkpoint = std::fs::read(crashed.join("checkpoint")).ok();
+        let (durable, live, checkpoint) = capture(&crashed);
         for v in 0..variants {
             let image = work.path().join("image");
             let t = Instant::now();
@@ -754,9 +758,7 @@ fn threaded_workload(seed: u64, puts: u64, variants: usize, stats: &mut Stats) {
         std::thread::sleep(Duration::from_millis(1 + rng.below(10)));
         // Acks first: each was synced before it was recorded, so before the disk is read.
         let acked: Vec<Ack> = acks.lock().unwrap().clone();
-        let checkpoint = std::fs::read(root.join("checkpoint")).ok();
-        let durable = disk(&root);
-        let live = live_files(&root);
+        let (durable, live, checkpoint) = capture(&root);
         for v in 0..variants {
             let image = work.path().join("image");
             let t = Instant::now();
@@ -825,8 +827,7 @@ fn cleanup_workload(seed: u64, puts: u64, variants: usize, stats: &mut Stats) {
             let mut n = events.lock().unwrap();
             *n += 1;
             if *n <= at {
-                let cp = std::fs::read(dir.join("checkpoint")).ok();
-                *during.lock().unwrap() = Some((disk(&dir), live_files(&dir), cp));
+                *during.lock().unwrap() = Some(capture(&dir));
             }
         })));
     }
@@ -834,11 +835,7 @@ fn cleanup_workload(seed: u64, puts: u64, variants: usize, stats: &mut Stats) {
     rocketstore::powerloss::set_hook(None);
     let report = report.unwrap();
     let min = store.min_commitlog_offset();
-    let after: Capture = (
-        disk(&root),
-        live_files(&root),
-        std::fs::read(root.join("checkpoint")).ok(),
-    );
+    let after = capture(&root);
     let captured = during.lock().unwrap().take();
     for (n, (durable, live, cp)) in [captured, Some(after)].into_iter().flatten().enumerate() {
         for v in 0..variants {

@@ -94,6 +94,34 @@ impl CheckpointSource {
         }
     }
 
+    /// After an abnormal recovery with a recovery window (writable open, before any put): the
+    /// window's index mark becomes `mark`, the durable point of the index as recovery left it
+    /// ([`IndexService::flush_mark`], taken after re-dispatch), or none without an index file.
+    /// The loaded mark names entries of the index before recovery: after a power loss
+    /// recovery may have cut them (their records were lost), and the puts after it write
+    /// other entries over them, for records at the same offsets. A checkpoint still naming
+    /// the loaded mark would make the next recovery keep those stale entries as durable and
+    /// skip indexing the records below the last of them. The window's start is lowered to the
+    /// new mark's end: every record from there is re-dispatched.
+    pub(crate) fn remark_index(&self, mark: Option<IndexMark>) {
+        let mut m = lock(&self.marks);
+        let Some(w) = m.window.as_mut() else {
+            return;
+        };
+        match mark {
+            Some(mark) => {
+                w.index_file = mark.file;
+                w.index_count = mark.count;
+                w.start_offset = w.start_offset.min(mark.end_phy.max(0));
+                m.index_ts = m.index_ts.max(mark.end_ts.saturating_sub(1));
+            }
+            None => {
+                w.index_file = 0;
+                w.index_count = 0;
+            }
+        }
+    }
+
     /// Sets the recovery window and the timestamps that go with it (flush service).
     fn set_marks(&self, window: RecoveryWindow, logics_ts: i64, index_ts: i64) {
         let mut m = lock(&self.marks);
