@@ -80,6 +80,9 @@ final class JvmWrite {
     /** Task attempts the JVM writer started in this JVM (see {@link RocketStoreProvider#jvmWriterTasks}). */
     static final AtomicLong TASKS = new AtomicLong();
 
+    /** Of {@link #TASKS}, those on the column path ({@link JvmColumns}). */
+    static final AtomicLong COLUMN_TASKS = new AtomicLong();
+
     /**
      * Why the Python writer must serve this write, or null if the JVM writer does: the conf
      * {@value #ENABLED_CONF} not {@code false}, the native library loaded, a {@code path}, no
@@ -362,10 +365,12 @@ final class JvmWrite {
         private final int attemptNumber;
         private final String path;
         private final long handle;
+        /** The batch as plain arrays (flat columns), or null: {@link #arrow} instead. */
+        private final JvmColumns columns;
         private final BufferAllocator allocator;
         private final VectorSchemaRoot batch;
         private final ArrowWriter arrow;
-        private final Bytes out = new Bytes(1 << 20);
+        private final Bytes out;
         private int rows;
         private boolean closed;
 
@@ -381,13 +386,21 @@ final class JvmWrite {
             this.handle = NativeWriter.open(
                     path, marker, f.jobId, f.keys, f.values, f.selector, f.queueNums,
                     partition, taskAttempt);
+            JvmColumns c = null;
             BufferAllocator a = null;
             VectorSchemaRoot r = null;
             try {
-                a = ArrowUtils.rootAllocator().newChildAllocator(
-                        "rocketstore writer " + path, 0, Long.MAX_VALUE);
-                r = VectorSchemaRoot.create(
-                        ArrowUtils.toArrowSchema(f.schema, f.timeZone, true), a);
+                c = JvmColumns.of(f.schema, BATCH_ROWS);
+                if (c != null) {
+                    COLUMN_TASKS.incrementAndGet();
+                    // The time zone of a timestamp column, as ArrowUtils gives its Arrow type.
+                    NativeWriter.columns(handle, c.names, c.kinds, c.nullable, f.timeZone);
+                } else {
+                    a = ArrowUtils.rootAllocator().newChildAllocator(
+                            "rocketstore writer " + path, 0, Long.MAX_VALUE);
+                    r = VectorSchemaRoot.create(
+                            ArrowUtils.toArrowSchema(f.schema, f.timeZone, true), a);
+                }
             } catch (RuntimeException e) {
                 if (r != null) {
                     r.close();
@@ -398,9 +411,11 @@ final class JvmWrite {
                 NativeWriter.close(handle);
                 throw e;
             }
+            this.columns = c;
             this.allocator = a;
             this.batch = r;
-            this.arrow = ArrowWriter.create(r);
+            this.arrow = r == null ? null : ArrowWriter.create(r);
+            this.out = r == null ? null : new Bytes(1 << 20);
         }
 
         private long arrowBytes() {
@@ -413,6 +428,13 @@ final class JvmWrite {
 
         @Override
         public void write(InternalRow row) {
+            if (columns != null) {
+                columns.add(row);
+                if (columns.full() || columns.bytes() >= BATCH_BYTES) {
+                    columns.send(handle);
+                }
+                return;
+            }
             arrow.write(row);
             rows++;
             if (rows >= BATCH_ROWS || ((rows & 255) == 0 && arrowBytes() >= BATCH_BYTES)) {
@@ -421,6 +443,12 @@ final class JvmWrite {
         }
 
         private void send() {
+            if (columns != null) {
+                if (columns.rows() > 0) {
+                    columns.send(handle);
+                }
+                return;
+            }
             if (rows == 0) {
                 return;
             }
@@ -468,8 +496,10 @@ final class JvmWrite {
             }
             closed = true;
             try {
-                batch.close();
-                allocator.close();
+                if (batch != null) {
+                    batch.close();
+                    allocator.close();
+                }
             } finally {
                 NativeWriter.close(handle);
             }
