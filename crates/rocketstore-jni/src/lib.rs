@@ -15,7 +15,9 @@
 //!
 //! The JVM batch writer (`rocketstore.spark.NativeWriter`, module `writer`) runs each Spark write
 //! task through `rocketstore_arrow::spark_write::TaskWriter` (the same preparation and
-//! `put_batch` as the Python writer's), fed Arrow IPC stream bytes.
+//! `put_batch` as the Python writer's), fed Arrow IPC stream bytes or, for flat columns, plain
+//! Java arrays per column (each checked to be of its declared array type before a JNI region
+//! call reads it).
 //!
 //! Record decoding is the engine's: this crate only converts. The boundary is Arrow's IPC
 //! stream format (one copy into a Java `byte[]`; Java reads it with Arrow's

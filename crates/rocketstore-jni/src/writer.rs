@@ -7,6 +7,11 @@
 //!   buffers are sliced from one copy of the Java bytes, not copied again, into a buffer the
 //!   handle keeps from call to call) and puts each batch ([`TaskWriter::put`]: queue selection,
 //!   body digest, `put_batch`, status check);
+//! * `columns(handle, names, kinds, nullable, timeZone)` declares the flat columns (string,
+//!   binary, int, long, timestamp) of `putColumns(handle, rows, values, offsets, valid)`,
+//!   which copies each column's Java arrays once into vectors the handle keeps from call to
+//!   call ([`put_columns`]), builds the Arrow batch the IPC stream of the same rows decodes to
+//!   (names, types, nullability, values) and puts it as `put` does;
 //! * `finish(handle)` flushes and closes the store and returns the statistics as JSON
 //!   ([`rocketstore_arrow::spark_write::TaskStats::to_json`]), or null if the task had no rows;
 //! * `abort(handle)` closes the store and removes the task's directory;
@@ -356,7 +361,10 @@ fn array_of(
             ints.truncate(rows);
             if ints.len() != rows {
                 column.ints = ints;
-                return Err(Failure(format!("column {:?}: too few values", field.name())));
+                return Err(Failure(format!(
+                    "column {:?}: too few values",
+                    field.name()
+                )));
             }
             let buffer = Buffer::from_vec(ints);
             lent.push((c, Lent::Ints(buffer.clone())));
@@ -368,7 +376,10 @@ fn array_of(
             longs.truncate(rows);
             if longs.len() != rows {
                 column.longs = longs;
-                return Err(Failure(format!("column {:?}: too few values", field.name())));
+                return Err(Failure(format!(
+                    "column {:?}: too few values",
+                    field.name()
+                )));
             }
             let buffer = Buffer::from_vec(longs);
             lent.push((c, Lent::Longs(buffer.clone())));
@@ -498,7 +509,7 @@ pub fn close(handle: i64) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
+    use arrow_array::{ArrayRef, BinaryArray, Int32Array, RecordBatch, StringArray};
     use std::sync::Arc as StdArc;
 
     fn ipc(topics: &[&str], bodies: &[Option<&[u8]>]) -> Vec<u8> {
@@ -563,6 +574,138 @@ mod tests {
             "{json}"
         );
         assert!(path.join("commitlog").is_dir());
+    }
+
+    /// `put_columns` of flat columns as Java would fill them.
+    fn put_flat(h: i64, topics: &[&str], bodies: &[Option<&[u8]>], queues: &[i32]) {
+        put_columns(h, topics.len(), |c, kind, column| {
+            let values: Vec<Option<&[u8]>> = match c {
+                0 => topics.iter().map(|t| Some(t.as_bytes())).collect(),
+                1 => bodies.to_vec(),
+                _ => {
+                    assert_eq!(kind, Kind::Int);
+                    column.ints(queues.len()).copy_from_slice(queues);
+                    return Ok(());
+                }
+            };
+            let mut bytes = Vec::new();
+            let mut ends = vec![0];
+            for v in &values {
+                bytes.extend(
+                    v.unwrap_or_default()
+                        .iter()
+                        .map(|&b| i8::from_ne_bytes([b])),
+                );
+                ends.push(i32::try_from(bytes.len()).unwrap());
+            }
+            column.offsets(ends.len()).copy_from_slice(&ends);
+            column.bytes(bytes.len()).copy_from_slice(&bytes);
+            if values.iter().any(Option::is_none) {
+                let valid: Vec<i8> = values.iter().map(|v| i8::from(v.is_some())).collect();
+                column.valid(valid.len()).copy_from_slice(&valid);
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn column_arrays_write_what_the_ipc_stream_of_the_same_rows_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let topics = ["T", "U", "T"];
+        let bodies: [Option<&[u8]>; 3] = [Some(b"one"), Some(b""), Some(b"three")];
+        let ha = open(args(&a), &[]).unwrap();
+        declare(
+            ha,
+            vec!["topic".into(), "body".into(), "queue_id".into()],
+            vec![Kind::String, Kind::Binary, Kind::Int],
+            &[false, true, true],
+            "UTC",
+        )
+        .unwrap();
+        put_flat(ha, &topics, &bodies, &[3, 1, 2]);
+        // The vectors are the handle's again, for the next batch.
+        let kept = |h| {
+            let e = get(h).unwrap();
+            let e = e.lock().unwrap();
+            e.spare.get(1).map(|c| c.bytes.capacity())
+        };
+        assert!(kept(ha).unwrap() >= 8);
+        put_flat(ha, &topics[..1], &bodies[..1], &[3]);
+        let hb = open(args(&b), &[]).unwrap();
+        let batch = RecordBatch::try_from_iter([
+            (
+                "topic",
+                StdArc::new(StringArray::from(topics.to_vec())) as ArrayRef,
+            ),
+            (
+                "body",
+                StdArc::new(BinaryArray::from(bodies.to_vec())) as ArrayRef,
+            ),
+            (
+                "queue_id",
+                StdArc::new(Int32Array::from(vec![3, 1, 2])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        put(hb, &crate::ipc_bytes(&batch).unwrap()).unwrap();
+        put(hb, &crate::ipc_bytes(&batch.slice(0, 1)).unwrap()).unwrap();
+        let (ja, jb) = (finish(ha).unwrap().unwrap(), finish(hb).unwrap().unwrap());
+        close(ha);
+        close(hb);
+        assert_eq!(ja, jb);
+        assert!(ja.starts_with("{\"messages\": 4, "), "{ja}");
+    }
+
+    #[test]
+    fn a_null_body_in_column_arrays_fails_naming_the_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("_temporary/j/part-00001-7");
+        let h = open(args(&path), &[]).unwrap();
+        assert!(
+            put_columns(h, 1, |_, _, _| Ok(())).is_err(),
+            "nothing declared"
+        );
+        declare(
+            h,
+            vec!["topic".into(), "body".into(), "queue_id".into()],
+            vec![Kind::String, Kind::Binary, Kind::Int],
+            &[false, true, true],
+            "UTC",
+        )
+        .unwrap();
+        put_flat(h, &["T", "T"], &[Some(b"a"), Some(b"b")], &[0, 1]);
+        let Failure(msg) = put_columns(h, 2, |c, _, column| {
+            if c == 1 {
+                column.offsets(3).copy_from_slice(&[0, 1, 1]);
+                column.bytes(1)[0] = 7;
+                column.valid(2).copy_from_slice(&[1, 0]);
+            } else if c == 0 {
+                column.offsets(3).copy_from_slice(&[0, 1, 2]);
+                column.bytes(2).copy_from_slice(&[84, 84]);
+            } else {
+                column.ints(2).copy_from_slice(&[0, 1]);
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(msg.contains("invalid body: message 1: is null"), "{msg}");
+        assert!(
+            msg.contains("Spark partition 1 (task attempt 7), rows 2..3"),
+            "{msg}"
+        );
+        // Offsets that go backwards are an error, not a panic.
+        let Failure(msg) = put_columns(h, 1, |_, _, column| {
+            column.offsets(2).copy_from_slice(&[0, -1]);
+            column.ints(1)[0] = 0;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(msg.contains("bad value offsets"), "{msg}");
+        abort(h);
+        close(h);
+        assert!(!path.exists());
     }
 
     #[test]

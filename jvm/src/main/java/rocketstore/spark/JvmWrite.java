@@ -47,8 +47,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The JVM batch writer: {@code df.write.format("rocketstore")} without the JVM -> Python Arrow
- * hop. Tasks turn Spark's rows into Arrow batches ({@link ArrowWriter}) and hand them as Arrow
- * IPC bytes to {@link NativeWriter}, which writes each task's store exactly as the Python
+ * hop. Tasks hand Spark's rows to {@link NativeWriter} in batches: as plain column arrays
+ * ({@link JvmColumns}) when every column is flat, else as Arrow batches ({@link ArrowWriter})
+ * serialized as Arrow IPC; the native side builds the same Arrow batch from either and writes
+ * each task's store exactly as the Python
  * writer's task does (the same Rust code: queue selection, body digest, {@code put_batch},
  * statistics). The driver side is the Python writer's, unchanged: this write builds the Python
  * data source's own {@code BatchWrite} with an internal option carrying the job id this class
@@ -66,13 +68,22 @@ final class JvmWrite {
     /** Spark conf that turns the JVM writer off ({@code false}): every write is the Python one. */
     static final String ENABLED_CONF = "spark.rocketstore.jvmWriter";
 
+    /**
+     * Spark conf that keeps every task on the Arrow IPC path ({@code false}), for comparing the
+     * two paths; by default flat columns go over as arrays ({@link JvmColumns}).
+     */
+    static final String COLUMNS_CONF = "spark.rocketstore.jvmWriter.columnArrays";
+
     /** The internal option that carries the job id to the Python writer. */
     static final String JOB_OPTION = "rocketstore.jvmJobId";
 
-    /** Rows per Arrow batch handed to the native writer (at most). */
+    /** Rows per batch handed to the native writer (at most). */
     static final int BATCH_ROWS = 4096;
 
-    /** Bytes of Arrow data per batch (at most, checked every 256 rows). */
+    /**
+     * Bytes per batch (at most: of string and binary values, checked after every row, on the
+     * column path; of Arrow data, checked every 256 rows, on the IPC path).
+     */
     static final long BATCH_BYTES = 8L << 20;
 
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -245,7 +256,9 @@ final class JvmWrite {
                     root, jobId, schema, SQLConf.get().sessionLocalTimeZone(),
                     keys.toArray(new String[0]), values.toArray(new String[0]),
                     node.get("queue_selector").asText(), node.get("queue_nums").asInt(),
-                    node.get("live_marker").asBoolean());
+                    node.get("live_marker").asBoolean(),
+                    !"false".equalsIgnoreCase(
+                            SQLConf.get().getConfString(COLUMNS_CONF, "true").trim()));
         }
 
         @Override
@@ -287,9 +300,12 @@ final class JvmWrite {
         final String selector;
         final int queueNums;
         final boolean liveMarker;
+        /** Whether flat columns go over as arrays ({@link #COLUMNS_CONF}). */
+        final boolean columnArrays;
 
         Factory(String root, String jobId, StructType schema, String timeZone, String[] keys,
-                String[] values, String selector, int queueNums, boolean liveMarker) {
+                String[] values, String selector, int queueNums, boolean liveMarker,
+                boolean columnArrays) {
             this.root = root;
             this.jobId = jobId;
             this.schema = schema;
@@ -299,6 +315,7 @@ final class JvmWrite {
             this.selector = selector;
             this.queueNums = queueNums;
             this.liveMarker = liveMarker;
+            this.columnArrays = columnArrays;
         }
 
         @Override
@@ -390,7 +407,7 @@ final class JvmWrite {
             BufferAllocator a = null;
             VectorSchemaRoot r = null;
             try {
-                c = JvmColumns.of(f.schema, BATCH_ROWS);
+                c = f.columnArrays ? JvmColumns.of(f.schema, BATCH_ROWS) : null;
                 if (c != null) {
                     COLUMN_TASKS.incrementAndGet();
                     // The time zone of a timestamp column, as ArrowUtils gives its Arrow type.
