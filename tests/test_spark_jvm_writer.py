@@ -144,6 +144,63 @@ def test_jvm_writer_writes_what_the_python_writer_writes(jvm: SparkSession, tmp_
     assert [_comparable(e) for e in m_jvm["stores"]] == [_comparable(e) for e in m_py["stores"]]
 
 
+FLAT_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("body", T.BinaryType(), True),
+        T.StructField("queue_id", T.IntegerType(), True),
+        T.StructField("tags", T.StringType(), True),
+        T.StructField("keys", T.StringType(), True),
+        T.StructField("flag", T.IntegerType(), True),
+        T.StructField("born_timestamp", T.TimestampType(), True),
+        T.StructField("delay_level", T.LongType(), True),
+    ]
+)
+
+
+def _flat_rows(n: int, seed: int, bad_at: int | None = None) -> list[tuple[Any, ...]]:
+    out = []
+    for i, (topic, body, tags, keys, _props, born) in enumerate(_rows(n, seed, bad_at)):
+        queue = None if i % 6 == 0 else i % 8
+        joined = None if keys is None else " ".join(keys)
+        flag = None if i % 9 == 0 else i % 5
+        out.append((topic, body, queue, tags, joined, flag, born, i % 3 if i % 4 else None))
+    return out
+
+
+def _jvm_column_tasks(spark: SparkSession) -> int:
+    jvm = spark._jvm
+    assert jvm is not None
+    return int(jvm.rocketstore.spark.RocketStoreProvider.jvmWriterColumnTasks())
+
+
+def test_flat_columns_are_handed_over_as_arrays_and_write_what_the_python_writer_writes(
+    jvm: SparkSession, tmp_path: Path
+) -> None:
+    """Strings, binaries, ints, longs and timestamps only: the tasks hand their rows over as
+    plain column arrays (no Arrow IPC) and the stores are the Python writer's, nulls
+    included, over several batches per task."""
+    df = jvm.createDataFrame(_flat_rows(12_000, 8), FLAT_SCHEMA)
+    df = df.coalesce(1).repartition(2).cache()
+    before, columns_before = _jvm_tasks(jvm), _jvm_column_tasks(jvm)
+    _write(df, tmp_path / "jvm", queueSelector="round_robin")
+    assert (_jvm_tasks(jvm), _jvm_column_tasks(jvm)) == (before + 2, columns_before + 2)
+    with _python_writer(jvm):
+        _write(df, tmp_path / "py", queueSelector="round_robin")
+    m_jvm, m_py = _manifest(tmp_path / "jvm"), _manifest(tmp_path / "py")
+    assert m_jvm["totals"] == m_py["totals"]
+    assert m_jvm["totals"]["messages"] == 12_000
+    assert [_comparable(e) for e in m_jvm["stores"]] == [_comparable(e) for e in m_py["stores"]]
+    assert _read_back(jvm, tmp_path / "jvm") == _read_back(jvm, tmp_path / "py")
+    got = jvm.read.format("rocketstore").load(str(tmp_path / "jvm"))
+    assert got.where("flag = 4").count() == df.where("flag = 4").count() > 0
+    assert not (tmp_path / "jvm" / "_temporary").exists()
+    bad = jvm.createDataFrame(_flat_rows(400, 5, bad_at=250), FLAT_SCHEMA).repartition(1)
+    with pytest.raises(Exception, match=r"invalid body: message \d+: is null"):
+        _write(bad, tmp_path / "bad")
+    assert not (tmp_path / "bad" / "_SUCCESS").exists()
+
+
 def test_jvm_writer_append_and_overwrite(jvm: SparkSession, tmp_path: Path) -> None:
     root = tmp_path / "root"
     _write(_df(jvm, _rows(300, 2), parts=2), root)

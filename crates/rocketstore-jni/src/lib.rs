@@ -15,7 +15,9 @@
 //!
 //! The JVM batch writer (`rocketstore.spark.NativeWriter`, module `writer`) runs each Spark write
 //! task through `rocketstore_arrow::spark_write::TaskWriter` (the same preparation and
-//! `put_batch` as the Python writer's), fed Arrow IPC stream bytes.
+//! `put_batch` as the Python writer's), fed Arrow IPC stream bytes or, for flat columns, plain
+//! Java arrays per column (each checked to be of its declared array type before a JNI region
+//! call reads it).
 //!
 //! Record decoding is the engine's: this crate only converts. The boundary is Arrow's IPC
 //! stream format (one copy into a Java `byte[]`; Java reads it with Arrow's
@@ -43,7 +45,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow_array::RecordBatch;
 use arrow_ipc::writer::StreamWriter;
-use jni::objects::{JByteArray, JClass, JLongArray, JObjectArray, JString};
+use jni::objects::{
+    JBooleanArray, JByteArray, JClass, JIntArray, JLongArray, JObject, JObjectArray, JString,
+};
 use jni::sys::{jboolean, jbyteArray, jint, jlong, jstring, JNI_FALSE};
 use jni::JNIEnv;
 use rocketstore::{ConfigValue, FieldKind, Store, StoreConfig};
@@ -332,6 +336,122 @@ pub extern "system" fn Java_rocketstore_spark_NativeWriter_put<'l>(
             env.get_byte_array_region(&ipc, 0, dst).map_err(jni_err)
         })
     });
+}
+
+/// `NativeWriter.columns(long handle, String[] names, int[] kinds, boolean[] nullable, String
+/// timeZone)`: declares the columns of `putColumns`.
+#[no_mangle]
+pub extern "system" fn Java_rocketstore_spark_NativeWriter_columns<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    names: JObjectArray<'l>,
+    kinds: JIntArray<'l>,
+    nullable: JBooleanArray<'l>,
+    time_zone: JString<'l>,
+) {
+    guarded(&mut env, (), |env| {
+        let names = strings(env, &names)?;
+        let n = env.get_array_length(&kinds).map_err(jni_err)?;
+        let mut codes = vec![0; usize::try_from(n).unwrap_or(0)];
+        env.get_int_array_region(&kinds, 0, &mut codes)
+            .map_err(jni_err)?;
+        let kinds = codes
+            .into_iter()
+            .map(writer::Kind::of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = env.get_array_length(&nullable).map_err(jni_err)?;
+        let mut flags = vec![JNI_FALSE; usize::try_from(n).unwrap_or(0)];
+        env.get_boolean_array_region(&nullable, 0, &mut flags)
+            .map_err(jni_err)?;
+        let nullable: Vec<bool> = flags.iter().map(|&b| b != JNI_FALSE).collect();
+        let time_zone = string(env, &time_zone)?;
+        writer::declare(handle, names, kinds, &nullable, &time_zone)
+    });
+}
+
+/// Element `i` of `array`, checked to be an instance of the array class `class` (a JNI array
+/// call on an array of another type would be undefined behaviour); `None` if null.
+fn element<'l>(
+    env: &mut JNIEnv<'l>,
+    array: &JObjectArray<'_>,
+    i: usize,
+    class: &str,
+) -> Result<Option<JObject<'l>>, Failure> {
+    let i = jint::try_from(i).map_err(|_| Failure(format!("bad column {i}")))?;
+    let e = env.get_object_array_element(array, i).map_err(jni_err)?;
+    if e.is_null() {
+        return Ok(None);
+    }
+    if !env.is_instance_of(&e, class).map_err(jni_err)? {
+        return Err(Failure(format!("column {i}: not a {class} array")));
+    }
+    Ok(Some(e))
+}
+
+/// `NativeWriter.putColumns(long handle, int rows, Object[] values, int[][] offsets, byte[][]
+/// valid)`: puts one batch of the declared columns (one copy of each array).
+#[no_mangle]
+pub extern "system" fn Java_rocketstore_spark_NativeWriter_putColumns<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    rows: jint,
+    values: JObjectArray<'l>,
+    offsets: JObjectArray<'l>,
+    valid: JObjectArray<'l>,
+) {
+    guarded(&mut env, (), |env| {
+        let rows = usize::try_from(rows).map_err(|_| Failure(format!("bad row count {rows}")))?;
+        writer::put_columns(handle, rows, |c, kind, column| {
+            let missing = || Failure(format!("column {c}: no values"));
+            let v = element(env, &values, c, kind_class(kind))?.ok_or_else(missing)?;
+            match kind {
+                writer::Kind::String | writer::Kind::Binary => {
+                    let o = element(env, &offsets, c, "[I")?.ok_or_else(missing)?;
+                    let o = JIntArray::from(o);
+                    let ends = column.offsets(rows + 1);
+                    env.get_int_array_region(&o, 0, ends).map_err(jni_err)?;
+                    let end = ends.last().copied().unwrap_or(0);
+                    let n = usize::try_from(end)
+                        .map_err(|_| Failure(format!("column {c}: bad end {end}")))?;
+                    env.delete_local_ref(o).map_err(jni_err)?;
+                    let v = JByteArray::from(v);
+                    env.get_byte_array_region(&v, 0, column.bytes(n))
+                        .map_err(jni_err)?;
+                    env.delete_local_ref(v).map_err(jni_err)?;
+                }
+                writer::Kind::Int => {
+                    let v = JIntArray::from(v);
+                    env.get_int_array_region(&v, 0, column.ints(rows))
+                        .map_err(jni_err)?;
+                    env.delete_local_ref(v).map_err(jni_err)?;
+                }
+                _ => {
+                    let v = JLongArray::from(v);
+                    env.get_long_array_region(&v, 0, column.longs(rows))
+                        .map_err(jni_err)?;
+                    env.delete_local_ref(v).map_err(jni_err)?;
+                }
+            }
+            if let Some(m) = element(env, &valid, c, "[B")? {
+                let m = JByteArray::from(m);
+                env.get_byte_array_region(&m, 0, column.valid(rows))
+                    .map_err(jni_err)?;
+                env.delete_local_ref(m).map_err(jni_err)?;
+            }
+            Ok(())
+        })
+    });
+}
+
+/// The JNI class name of the value array of a column kind.
+fn kind_class(kind: writer::Kind) -> &'static str {
+    match kind {
+        writer::Kind::String | writer::Kind::Binary => "[B",
+        writer::Kind::Int => "[I",
+        _ => "[J",
+    }
 }
 
 /// `NativeWriter.finish(long handle)`: the store's statistics as JSON, or null without rows.

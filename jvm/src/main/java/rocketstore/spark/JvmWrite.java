@@ -47,8 +47,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The JVM batch writer: {@code df.write.format("rocketstore")} without the JVM -> Python Arrow
- * hop. Tasks turn Spark's rows into Arrow batches ({@link ArrowWriter}) and hand them as Arrow
- * IPC bytes to {@link NativeWriter}, which writes each task's store exactly as the Python
+ * hop. Tasks hand Spark's rows to {@link NativeWriter} in batches: as plain column arrays
+ * ({@link JvmColumns}) when every column is flat, else as Arrow batches ({@link ArrowWriter})
+ * serialized as Arrow IPC; the native side builds the same Arrow batch from either and writes
+ * each task's store exactly as the Python
  * writer's task does (the same Rust code: queue selection, body digest, {@code put_batch},
  * statistics). The driver side is the Python writer's, unchanged: this write builds the Python
  * data source's own {@code BatchWrite} with an internal option carrying the job id this class
@@ -66,19 +68,31 @@ final class JvmWrite {
     /** Spark conf that turns the JVM writer off ({@code false}): every write is the Python one. */
     static final String ENABLED_CONF = "spark.rocketstore.jvmWriter";
 
+    /**
+     * Spark conf that keeps every task on the Arrow IPC path ({@code false}), for comparing the
+     * two paths; by default flat columns go over as arrays ({@link JvmColumns}).
+     */
+    static final String COLUMNS_CONF = "spark.rocketstore.jvmWriter.columnArrays";
+
     /** The internal option that carries the job id to the Python writer. */
     static final String JOB_OPTION = "rocketstore.jvmJobId";
 
-    /** Rows per Arrow batch handed to the native writer (at most). */
+    /** Rows per batch handed to the native writer (at most). */
     static final int BATCH_ROWS = 4096;
 
-    /** Bytes of Arrow data per batch (at most, checked every 256 rows). */
+    /**
+     * Bytes per batch (at most: of string and binary values, checked after every row, on the
+     * column path; of Arrow data, checked every 256 rows, on the IPC path).
+     */
     static final long BATCH_BYTES = 8L << 20;
 
     private static final ObjectMapper JSON = new ObjectMapper();
 
     /** Task attempts the JVM writer started in this JVM (see {@link RocketStoreProvider#jvmWriterTasks}). */
     static final AtomicLong TASKS = new AtomicLong();
+
+    /** Of {@link #TASKS}, those on the column path ({@link JvmColumns}). */
+    static final AtomicLong COLUMN_TASKS = new AtomicLong();
 
     /**
      * Why the Python writer must serve this write, or null if the JVM writer does: the conf
@@ -242,7 +256,9 @@ final class JvmWrite {
                     root, jobId, schema, SQLConf.get().sessionLocalTimeZone(),
                     keys.toArray(new String[0]), values.toArray(new String[0]),
                     node.get("queue_selector").asText(), node.get("queue_nums").asInt(),
-                    node.get("live_marker").asBoolean());
+                    node.get("live_marker").asBoolean(),
+                    !"false".equalsIgnoreCase(
+                            SQLConf.get().getConfString(COLUMNS_CONF, "true").trim()));
         }
 
         @Override
@@ -284,9 +300,12 @@ final class JvmWrite {
         final String selector;
         final int queueNums;
         final boolean liveMarker;
+        /** Whether flat columns go over as arrays ({@link #COLUMNS_CONF}). */
+        final boolean columnArrays;
 
         Factory(String root, String jobId, StructType schema, String timeZone, String[] keys,
-                String[] values, String selector, int queueNums, boolean liveMarker) {
+                String[] values, String selector, int queueNums, boolean liveMarker,
+                boolean columnArrays) {
             this.root = root;
             this.jobId = jobId;
             this.schema = schema;
@@ -296,6 +315,7 @@ final class JvmWrite {
             this.selector = selector;
             this.queueNums = queueNums;
             this.liveMarker = liveMarker;
+            this.columnArrays = columnArrays;
         }
 
         @Override
@@ -362,10 +382,12 @@ final class JvmWrite {
         private final int attemptNumber;
         private final String path;
         private final long handle;
+        /** The batch as plain arrays (flat columns), or null: {@link #arrow} instead. */
+        private final JvmColumns columns;
         private final BufferAllocator allocator;
         private final VectorSchemaRoot batch;
         private final ArrowWriter arrow;
-        private final Bytes out = new Bytes(1 << 20);
+        private final Bytes out;
         private int rows;
         private boolean closed;
 
@@ -381,13 +403,21 @@ final class JvmWrite {
             this.handle = NativeWriter.open(
                     path, marker, f.jobId, f.keys, f.values, f.selector, f.queueNums,
                     partition, taskAttempt);
+            JvmColumns c = null;
             BufferAllocator a = null;
             VectorSchemaRoot r = null;
             try {
-                a = ArrowUtils.rootAllocator().newChildAllocator(
-                        "rocketstore writer " + path, 0, Long.MAX_VALUE);
-                r = VectorSchemaRoot.create(
-                        ArrowUtils.toArrowSchema(f.schema, f.timeZone, true), a);
+                c = f.columnArrays ? JvmColumns.of(f.schema, BATCH_ROWS) : null;
+                if (c != null) {
+                    COLUMN_TASKS.incrementAndGet();
+                    // The time zone of a timestamp column, as ArrowUtils gives its Arrow type.
+                    NativeWriter.columns(handle, c.names, c.kinds, c.nullable, f.timeZone);
+                } else {
+                    a = ArrowUtils.rootAllocator().newChildAllocator(
+                            "rocketstore writer " + path, 0, Long.MAX_VALUE);
+                    r = VectorSchemaRoot.create(
+                            ArrowUtils.toArrowSchema(f.schema, f.timeZone, true), a);
+                }
             } catch (RuntimeException e) {
                 if (r != null) {
                     r.close();
@@ -398,9 +428,11 @@ final class JvmWrite {
                 NativeWriter.close(handle);
                 throw e;
             }
+            this.columns = c;
             this.allocator = a;
             this.batch = r;
-            this.arrow = ArrowWriter.create(r);
+            this.arrow = r == null ? null : ArrowWriter.create(r);
+            this.out = r == null ? null : new Bytes(1 << 20);
         }
 
         private long arrowBytes() {
@@ -413,6 +445,13 @@ final class JvmWrite {
 
         @Override
         public void write(InternalRow row) {
+            if (columns != null) {
+                columns.add(row);
+                if (columns.full() || columns.bytes() >= BATCH_BYTES) {
+                    columns.send(handle);
+                }
+                return;
+            }
             arrow.write(row);
             rows++;
             if (rows >= BATCH_ROWS || ((rows & 255) == 0 && arrowBytes() >= BATCH_BYTES)) {
@@ -421,6 +460,12 @@ final class JvmWrite {
         }
 
         private void send() {
+            if (columns != null) {
+                if (columns.rows() > 0) {
+                    columns.send(handle);
+                }
+                return;
+            }
             if (rows == 0) {
                 return;
             }
@@ -468,8 +513,10 @@ final class JvmWrite {
             }
             closed = true;
             try {
-                batch.close();
-                allocator.close();
+                if (batch != null) {
+                    batch.close();
+                    allocator.close();
+                }
             } finally {
                 NativeWriter.close(handle);
             }

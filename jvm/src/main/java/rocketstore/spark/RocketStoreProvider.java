@@ -37,6 +37,14 @@ public class RocketStoreProvider extends PythonDataSourceV2 implements DataSourc
         return JvmWrite.TASKS.get();
     }
 
+    /**
+     * Of {@link #jvmWriterTasks}, those that handed their rows over as plain column arrays
+     * ({@link JvmColumns}: every column flat) rather than as Arrow IPC.
+     */
+    public static long jvmWriterColumnTasks() {
+        return JvmWrite.COLUMN_TASKS.get();
+    }
+
     @Override
     public String shortName() {
         return NAME;
