@@ -31,7 +31,9 @@ builds its store in the executor's local directory and uploads it to the same
 ``_temporary/<job id>/part-...`` name; ``commit`` copies each committed attempt's files to
 ``store-<n>`` and then creates ``_manifests/<commit>.json`` (conditionally: the commit point),
 then the ``_SUCCESS`` hint. Its entries also list each store's ``files`` (name, size, data
-extents, SHA-256), the only files readers download.
+extents, SHA-256), the only files readers download. The stream sink commits each micro-batch
+of a remote root the same way (``_commit_remote`` with the query and batch id, which the
+manifest's ``streams`` records so that a replayed micro-batch is published once).
 
 Manifest (``<root>/_SUCCESS``, JSON)::
 
@@ -42,7 +44,11 @@ Manifest (``<root>/_SUCCESS``, JSON)::
                  "messages": 500, "bytes": 125000, "min_offset": 0, "max_offset": 125000,
                  "queues": {"TopicA": {"0": 125, "1": 125, ...}},
                  "body_digest": "1234567890123",
-                 "config": {"mapped_file_size_commit_log": 1048576}}, ...]}
+                 "config": {"mapped_file_size_commit_log": 1048576}}, ...],
+     "streams": {"<query id>": 41}}
+
+``streams`` (only where a stream sink published) maps each streaming query's id to the last
+micro-batch it published; that query's store entries also hold ``query_id`` and ``batch_id``.
 
 ``min_offset`` is the commit log offset of the store's first record and ``max_offset`` the
 offset after its last record (the store's ``max_commitlog_offset()``); ``bytes`` is the sum
@@ -79,7 +85,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from rocketstore._remote import RemoteRoot, local_work_dir, manifest_name, resolve_root
 from rocketstore._stores import MANIFEST, TEMPORARY, find_stores, is_store
-from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
+from rocketstore.exceptions import CommitConflictError, InvalidConfigError, InvalidMessageError
 from rocketstore.spark._heap import freeze_worker_heap
 from rocketstore.spark._options import (
     GEOMETRY_FIELDS,
@@ -439,6 +445,13 @@ def _task_identity() -> tuple[int, int, int]:
     return ctx.partitionId(), ctx.taskAttemptId(), ctx.attemptNumber()
 
 
+def _published(streams: Mapping[str, Any], query: str, batch: int) -> bool:
+    """True if a manifest's ``streams`` (query id -> last published micro-batch) holds
+    micro-batch ``batch`` of query ``query``."""
+    last = streams.get(query)
+    return isinstance(last, int) and not isinstance(last, bool) and last >= batch
+
+
 class RocketStoreWriter(DataSourceArrowWriter):
     """Writes each Spark task's rows into its own store; ``commit`` publishes them.
 
@@ -614,7 +627,11 @@ class RocketStoreWriter(DataSourceArrowWriter):
         freeze_worker_heap()
         return self._write(iterator)
 
-    def _write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:
+    def _write(
+        self, iterator: Iterator[pa.RecordBatch], *, upload_dir: str | None = None
+    ) -> StoreCommitMessage:
+        """The task's store, written (and on a remote root uploaded below ``upload_dir``,
+        default ``_temporary/<job id>``: the stream sink gives each micro-batch its own)."""
         partition, task_attempt, attempt_number = _task_identity()
         if self.remote is not None:
             # Built on this executor's local disk, uploaded once closed (see _upload).
@@ -659,7 +676,8 @@ class RocketStoreWriter(DataSourceArrowWriter):
             store.close()
             store = None
             if self.remote is not None:
-                remote_path = self._remote_job(f"part-{partition:05d}-{task_attempt}")
+                base = upload_dir if upload_dir is not None else self._remote_job()
+                remote_path = f"{base}/part-{partition:05d}-{task_attempt}"
                 uploaded = self._upload(path, remote_path)
                 stats_dict = {**stats.as_dict(), "files": uploaded}
                 _remove_tree(path)
@@ -729,7 +747,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
         return data
 
     def _existing_streams(self) -> dict[str, Any]:
-        """``streams`` of the current manifest: stream id -> its last committed micro-batch."""
+        """``streams`` of the current manifest: query id -> its last published micro-batch."""
         streams = self._read_manifest().get("streams")
         return dict(streams) if isinstance(streams, dict) else {}
 
@@ -771,7 +789,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
     ) -> None:
         """Replaces the manifest atomically (write, fsync, rename, fsync the directory).
 
-        ``streams`` (stream id -> last committed micro-batch, see the stream writer) is
+        ``streams`` (query id -> last published micro-batch, see ``_commit_remote``) is
         written when not empty.
         """
         root = Path(self.root)
@@ -806,18 +824,41 @@ class RocketStoreWriter(DataSourceArrowWriter):
             manifest["streams"] = dict(sorted(streams.items()))
         return manifest
 
-    def _commit_remote(self, remote: RemoteRoot, ours: list[StoreCommitMessage]) -> None:
+    def _commit_remote(
+        self,
+        remote: RemoteRoot,
+        ours: list[StoreCommitMessage],
+        *,
+        stream: tuple[str, int] | None = None,
+        uploads: str | None = None,
+    ) -> bool:
         """Publishes on a remote root: copies each committed attempt's files to
         ``store-<n>``, then creates the manifest of the next commit number (conditionally:
-        the commit point), then writes the ``_SUCCESS`` hint; then removes the job's
-        uploads and, with ``overwrite``, the stores the previous manifest listed.
+        the commit point), then writes the ``_SUCCESS`` hint; then removes the uploads and,
+        with ``overwrite``, the stores the previous manifest listed. Returns True if it
+        published, False for a stream's micro-batch published before.
 
         Nothing is renamed and nothing is listed: ``n`` and the commit number follow the
         newest manifest. A driver killed before the manifest exists publishes nothing (what
         it copied is overwritten by the next commit's copies, and only listed files are
-        read); one killed after it has committed.
+        read); one killed after it has committed. A commit that loses the conditional create
+        to another job (:class:`CommitConflictError`) deletes its copies, except where the
+        winner's manifest lists the same store names.
+
+        ``stream`` is ``(query id, batch id)`` when the stream sink commits a micro-batch: the
+        manifest's ``streams`` maps every query that published to the root to its last
+        published batch id (carried by every later manifest, ``overwrite`` too), and a batch
+        the newest manifest already holds (a micro-batch Spark replays after a driver died
+        between this create and its checkpoint) is not published again; its uploads are
+        removed. ``uploads`` is the directory of the tasks' uploads, removed once done
+        (default: the job's ``_temporary/<job id>``).
         """
         commit, current = remote.latest_manifest()
+        recorded = (current or {}).get("streams")
+        streams = dict(recorded) if isinstance(recorded, dict) else {}
+        if stream is not None and _published(streams, *stream):
+            self._remove_uploads(remote, uploads)
+            return False
         old = [s for s in (current or {}).get("stores", []) if isinstance(s, dict) and "path" in s]
         used = [-1]
         for s in old:
@@ -825,6 +866,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
             if m:
                 used.append(int(m.group(1)))
         index = max(used) + 1
+        origin = {} if stream is None else {"query_id": stream[0], "batch_id": stream[1]}
         entries: list[dict[str, Any]] = []
         for msg in sorted(ours, key=lambda msg: msg.partition):
             if msg.path is None:
@@ -836,33 +878,52 @@ class RocketStoreWriter(DataSourceArrowWriter):
                 {
                     "path": name,
                     "job_id": self.job_id,
+                    **origin,
                     "partition": msg.partition,
                     "task_attempt": msg.task_attempt,
                     **msg.stats,
                     "config": dict(sorted(self.config.items())),
                 }
             )
+        if stream is not None:
+            streams[stream[0]] = stream[1]
         kept = [] if self.overwrite else old
-        streams = {} if self.overwrite else dict((current or {}).get("streams") or {})
         manifest = self._manifest(kept + entries, streams)
         manifest["commit"] = commit + 1
         data = (json.dumps(manifest, indent=1) + "\n").encode()
         try:
             remote.create_exclusive(manifest_name(commit + 1), data)
-        except BaseException:
-            for e in entries:
+        except BaseException as failure:
+            theirs: set[str] = set()
+            if isinstance(failure, CommitConflictError):
                 with contextlib.suppress(Exception):
-                    remote.delete_tree(str(e["path"]))
+                    _, winner = remote.latest_manifest()
+                    theirs = {
+                        str(s.get("path"))
+                        for s in (winner or {}).get("stores", [])
+                        if isinstance(s, dict)
+                    }
+            for e in entries:
+                if str(e["path"]) not in theirs:
+                    with contextlib.suppress(Exception):
+                        remote.delete_tree(str(e["path"]))
             raise
         # Committed. The hint and the clean-up may fail without undoing the commit.
         with contextlib.suppress(OSError):
             remote.write_bytes(MANIFEST, data)
         with contextlib.suppress(OSError):
-            self._cleanup()
+            self._remove_uploads(remote, uploads)
         if self.overwrite:
             for s in old:
                 with contextlib.suppress(OSError):
                     remote.delete_tree(str(s["path"]))
+        return True
+
+    def _remove_uploads(self, remote: RemoteRoot, uploads: str | None) -> None:
+        if uploads is None:
+            self._cleanup()
+        else:
+            remote.delete_tree(uploads)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Publishes one store per partition and writes the manifest (driver side)."""
