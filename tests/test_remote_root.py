@@ -6,6 +6,13 @@ protocol: the manifest is the commit point, a task killed mid-upload and a drive
 before its commit (SIGKILL of a child process) publish nothing, and a rerun then gives every
 row once. The downloaded stores are compared byte for byte (SHA-256) with the objects the
 tasks uploaded and with the manifest.
+
+The streaming sink on a remote root publishes each micro-batch with one manifest that records
+the query and batch id: a streaming query into ``s3a://`` and into a ``file://`` URI is read
+back whole (batch reader and streaming source), a micro-batch replayed after a restart (its
+commit gone from the checkpoint) or committed twice publishes nothing twice, a retried task's
+first upload is never published, and a commit that loses its manifest to a batch job retries
+without deleting the winner's stores.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import os
 import pickle
 import subprocess
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,22 +150,6 @@ def test_spark_refuses_unserved_scheme_before_any_task(
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert sc.statusTracker().getJobIdsForGroup(group) == []
     assert list(tmp_path.iterdir()) == [], "nothing may be written locally"
-
-
-def test_stream_sink_refuses_remote_root(spark: Any, tmp_path: Path, s3: Any) -> None:
-    stream = (
-        spark.readStream.format("rate")
-        .load()
-        .selectExpr("'T' as topic", "cast(value as string) as body")
-    )
-    with pytest.raises(Exception, match="streaming sink"):
-        (
-            stream.writeStream.format("rocketstore")
-            .options(**s3.options())
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .start("s3a://bucket/sink")
-            .processAllAvailable()
-        )
 
 
 # --------------------------------------------------------------------------------------
@@ -455,6 +448,263 @@ def test_driver_killed_before_commit_then_rerun(
     report = verify(spark, uri, **opts)
     assert report.ok, str(report)
     assert report.messages == 1200
+
+
+# --------------------------------------------------------------------------------------
+# The streaming sink
+# --------------------------------------------------------------------------------------
+
+
+def _json_rows(tag: str, n: int) -> list[dict[str, str]]:
+    return [{"topic": "Orders", "body": f"{tag}-{i}", "keys": f"k{i % 7}"} for i in range(n)]
+
+
+def _write_json(src: Path, name: str, rows: list[dict[str, str]], mtime: float) -> None:
+    tmp = src / f".{name}.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.utime(tmp, (mtime, mtime))  # the file source takes the oldest files first
+    tmp.rename(src / name)
+
+
+def _run_sink(spark: Any, src: Path, root: str, ckpt: Path, opts: dict[str, str]) -> None:
+    """One availableNow run of a file-source query into the sink: a micro-batch per file."""
+    q = (
+        spark.readStream.schema("topic string, body string, keys string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+        .writeStream.format("rocketstore")
+        .options(**opts)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start(root)
+    )
+    q.awaitTermination(180)
+    assert q.exception() is None
+
+
+def _read_back(
+    spark: Any, root: str, opts: dict[str, str], name: str
+) -> tuple[Counter[str], Counter[str]]:
+    """Every body the batch reader and the streaming source (one availableNow run) read."""
+    batch = spark.read.format("rocketstore").options(**opts).load(root).select("body")
+    q = (
+        spark.readStream.format("rocketstore")
+        .options(**opts)
+        .load(root)
+        .select("body")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(180)
+    assert q.exception() is None
+    streamed = spark.sql(f"select body from {name}")
+    return (
+        Counter(bytes(r.body).decode() for r in batch.collect()),
+        Counter(bytes(r.body).decode() for r in streamed.collect()),
+    )
+
+
+def _uploads_left(s3: Any, bucket: str, prefix: str) -> list[str]:
+    # (pyarrow leaves an empty directory marker where it deleted a tree)
+    return [k for k in s3.keys(bucket, f"{prefix}/_temporary/") if not k.endswith("/")]
+
+
+def _sink_files(src: Path, files: list[tuple[str, int]], t0: float) -> Counter[str]:
+    """Source files ``<tag>.json`` of ``n`` rows each, oldest first; returns their bodies."""
+    src.mkdir(exist_ok=True)
+    for i, (tag, n) in enumerate(files):
+        _write_json(src, f"{tag}.json", _json_rows(tag, n), t0 + i)
+    return Counter(r["body"] for tag, n in files for r in _json_rows(tag, n))
+
+
+def test_stream_sink_s3_round_trip(spark: Any, s3: Any, bucket: str, tmp_path: Path) -> None:
+    uri = f"s3a://{bucket}/sink"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    want = _sink_files(tmp_path / "src", [("a", 30), ("b", 20)], time.time() - 100)
+    _run_sink(spark, tmp_path / "src", uri, tmp_path / "ckpt", opts)
+
+    # One manifest per micro-batch (one file, one task, one store each), recording the batch.
+    manifest = _manifest(s3, bucket, "sink")
+    assert manifest["commit"] == 2
+    (query,) = manifest["streams"]
+    assert manifest["streams"] == {query: 1}
+    assert [(e["path"], e["query_id"], e["batch_id"]) for e in manifest["stores"]] == [
+        ("store-00000", query, 0),
+        ("store-00001", query, 1),
+    ]
+    assert not _uploads_left(s3, bucket, "sink")
+    batch, streamed = _read_back(spark, uri, opts, "remote_sink_back")
+    assert batch == want
+    assert streamed == want
+
+
+@pytest.mark.slow
+def test_stream_sink_s3_restart_replays_a_batch_once(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    uri = f"s3a://{bucket}/sink"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    src, ckpt = tmp_path / "src", tmp_path / "ckpt"
+    t0 = time.time() - 100
+    want = _sink_files(src, [("a", 30), ("b", 20), ("c", 10)], t0)
+    _run_sink(spark, src, uri, ckpt, opts)
+    manifest = _manifest(s3, bucket, "sink")
+    assert manifest["commit"] == 3
+    (query,) = manifest["streams"]
+
+    # The driver "died" after creating batch 2's manifest, before recording the batch in the
+    # checkpoint: Spark replays it, and the manifest's record makes the replay publish nothing.
+    (ckpt / "commits" / "2").unlink()
+    (ckpt / "commits" / ".2.crc").unlink(missing_ok=True)
+    want += _sink_files(src, [("d", 15)], t0 + 10)
+    _run_sink(spark, src, uri, ckpt, opts)
+    manifest = _manifest(s3, bucket, "sink")
+    assert manifest["commit"] == 4
+    assert manifest["streams"] == {query: 3}
+    assert [e["batch_id"] for e in manifest["stores"]] == [0, 1, 2, 3]
+    assert not _uploads_left(s3, bucket, "sink"), "the replay's uploads are removed"
+    batch, streamed = _read_back(spark, uri, opts, "remote_sink_replayed")
+    assert batch == want
+    assert streamed == want
+
+
+def test_stream_sink_file_uri_round_trip(spark: Any, tmp_path: Path) -> None:
+    from rocketstore.spark._stream_writer import SINK_METADATA
+
+    root = tmp_path / "sink"
+    want = _sink_files(tmp_path / "src", [("a", 25), ("b", 12)], time.time() - 100)
+    _run_sink(spark, tmp_path / "src", f"file://{root}", tmp_path / "ckpt", {"stores": "2"})
+    # A file:// URI is a local root: the long-lived stores of the local sink.
+    assert json.loads((root / SINK_METADATA).read_text())["stores"] == 2
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["store-00000", "store-00001"]
+    batch, streamed = _read_back(spark, f"file://{root}", {}, "file_sink_back")
+    assert batch == want
+    assert streamed == want
+
+
+class _SinkTasks:
+    """Runs the stream sink's tasks on a remote root through its own code, as Spark's tasks
+    of one query would (the task identity Spark sets is patched in)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, options: dict[str, str]) -> None:
+        from tests._sink_driver import SCHEMA
+
+        from rocketstore.spark._stream_writer import RocketStoreStreamWriter
+
+        self.monkeypatch, self.options = monkeypatch, options
+        self.sink = RocketStoreStreamWriter(options, SCHEMA)
+
+    def restart(self) -> None:
+        """A new driver: the query's sink made again."""
+        self.__init__(self.monkeypatch, self.options)  # type: ignore[misc]
+
+    def task(self, run: str, batch: int, partition: int, attempt: int, bodies: list[str]) -> Any:
+        import pyarrow as pa
+
+        from rocketstore.spark import _stream_writer
+        from rocketstore.spark import _writer as writer_module
+
+        ident = ("q1", run, batch, partition, 0)
+        self.monkeypatch.setattr(_stream_writer, "_stream_identity", lambda: ident)
+        self.monkeypatch.setattr(writer_module, "_task_identity", lambda: (partition, attempt, 0))
+        rows = pa.RecordBatch.from_pydict(
+            {"topic": ["Orders"] * len(bodies), "body": bodies, "keys": ["k"] * len(bodies)}
+        )
+        return self.sink.write(iter([rows]))
+
+
+def test_stream_sink_remote_task_retry_and_replayed_commit(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = f"s3a://{bucket}/replay"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    d = _SinkTasks(monkeypatch, {"path": uri, **opts})
+    b0 = [[f"b0p{p}-{i}" for i in range(40)] for p in (0, 1)]
+    # Partition 0's first attempt uploads its store, then its task fails: Spark retries it and
+    # hands commit the retry's message only.
+    d.task("run-1", 0, 0, 10, b0[0])
+    assert s3.keys(bucket, "replay/_temporary/stream-q1/0/run-1/part-00000-10/")
+    first = [d.task("run-1", 0, 0, 11, b0[0]), d.task("run-1", 0, 1, 12, b0[1])]
+    d.sink.commit(first, 0)
+    manifest = _manifest(s3, bucket, "replay")
+    assert manifest["commit"] == 1
+    assert manifest["streams"] == {"q1": 0}
+    assert [(e["path"], e["task_attempt"]) for e in manifest["stores"]] == [
+        ("store-00000", 11),
+        ("store-00001", 12),
+    ]
+    assert not _uploads_left(s3, bucket, "replay"), "the failed attempt's upload is removed"
+
+    # A restarted driver replays batch 0 (its commit was not in the checkpoint): the tasks
+    # upload again, the commit finds the batch in the newest manifest and publishes nothing.
+    d.restart()
+    d.sink.commit([d.task("run-2", 0, p, 20 + p, b0[p]) for p in (0, 1)], 0)
+    # The first run's commit called again: nothing either.
+    d.sink.commit(first, 0)
+    assert _manifest(s3, bucket, "replay")["commit"] == 1
+    assert not s3.keys(bucket, "replay/_manifests/00000000000000000002.json")
+    assert not _uploads_left(s3, bucket, "replay"), "the replay's uploads are removed"
+
+    # A micro-batch without rows publishes nothing; the next one with rows does.
+    d.sink.commit([d.task("run-2", 1, 0, 30, [])], 1)
+    assert _manifest(s3, bucket, "replay")["commit"] == 1
+    b2 = [f"b2p0-{i}" for i in range(7)]
+    d.sink.commit([d.task("run-2", 2, 0, 31, b2)], 2)
+    manifest = _manifest(s3, bucket, "replay")
+    assert manifest["commit"] == 2
+    assert manifest["streams"] == {"q1": 2}
+    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001", "store-00002"]
+
+    back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
+    assert Counter(bytes(r.body).decode() for r in back.collect()) == Counter(b0[0] + b0[1] + b2)
+
+
+def test_stream_sink_remote_commit_retries_after_a_conflict(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketstore._remote import RemoteRoot
+
+    uri = f"s3a://{bucket}/race"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    d = _SinkTasks(monkeypatch, {"path": uri, **opts})
+    bodies = [f"s-{i}" for i in range(50)]
+    messages = [d.task("run-1", 0, 0, 40, bodies)]
+    # A batch job commits while the sink's commit runs: both read the same newest manifest
+    # (none) and copied to store-00000; the job creates manifest 1 first.
+    other = _df(spark, 100, 1, tag="job")
+    real = RemoteRoot.create_exclusive
+    raced: list[str] = []
+
+    def create(self: RemoteRoot, rel: str, data: bytes) -> None:
+        if not raced:
+            raced.append(rel)
+            other.write.format("rocketstore").mode("append").options(**opts).save(uri)
+        real(self, rel, data)
+
+    monkeypatch.setattr(RemoteRoot, "create_exclusive", create)
+    d.sink.commit(messages, 0)
+    assert raced == ["_manifests/00000000000000000001.json"]
+    manifest = _manifest(s3, bucket, "race")
+    assert manifest["commit"] == 2
+    assert manifest["streams"] == {"q1": 0}
+    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001"]
+    back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
+    got = Counter(bytes(r.body).decode() for r in back.collect())
+    assert got == Counter(bodies + [f"bodyjob-{i}" for i in range(100)])
+
+
+def test_stream_sink_remote_refuses_stores_option(s3: Any) -> None:
+    from tests._sink_driver import SCHEMA
+
+    from rocketstore.exceptions import InvalidConfigError
+    from rocketstore.spark._stream_writer import RocketStoreStreamWriter
+
+    options = {"path": "s3a://bucket/sink", **s3.options(), "stores": "4"}
+    with pytest.raises(InvalidConfigError, match="stores") as info:
+        RocketStoreStreamWriter(options, SCHEMA)
+    assert info.value.key == "stores"
 
 
 # --------------------------------------------------------------------------------------
