@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -79,6 +80,21 @@ def _bodies(df: Any) -> list[bytes]:
 
 def _fs_items(opts: dict[str, str]) -> list[str]:
     return [x for k, v in opts.items() for x in ("-c", f"{k}={v}")]
+
+
+#: The name a remote commit publishes a store under: its number, then the commit's own token.
+_PUBLISHED = re.compile(r"^(store-\d{5})-[0-9a-f]{16}$")
+
+
+def _number(path: str) -> str:
+    """``store-<n>`` of a published remote store's path (which must carry a token)."""
+    m = _PUBLISHED.match(path)
+    assert m, f"{path!r} is not store-<n>-<token>"
+    return m.group(1)
+
+
+def _numbers(entries: list[dict[str, Any]]) -> list[str]:
+    return [_number(str(e["path"])) for e in entries]
 
 
 # --------------------------------------------------------------------------------------
@@ -208,15 +224,15 @@ def test_s3_write_read_verify_byte_identical(
     assert s3.get(bucket, "root/_manifests/00000000000000000001.json") == s3.get(
         bucket, "root/_SUCCESS"
     )
-    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001"]
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001"]
+    assert len({e["path"].rsplit("-", 1)[1] for e in manifest["stores"]}) == 1, "one token"
     assert manifest["totals"]["messages"] == 3000
 
     back = spark.read.format("rocketstore").options(**opts).load(uri)
     assert back.count() == 3000
     assert _bodies(back) == _bodies(df)
     assert {r.store for r in back.select("store").distinct().collect()} == {
-        f"{uri}/store-00000",
-        f"{uri}/store-00001",
+        f"{uri}/{e['path']}" for e in manifest["stores"]
     }
     # Per queue, with a topic filter, and the index table: the same stores.
     per_queue = (
@@ -309,7 +325,7 @@ def test_s3_append_overwrite_and_streaming_source(
     second.write.format("rocketstore").mode("append").options(**opts).save(uri)
     manifest = _manifest(s3, bucket, "a/b")
     assert manifest["commit"] == 2
-    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001", "store-00002"]
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001", "store-00002"]
     read = spark.read.format("rocketstore").options(**opts).load(uri)
     assert _bodies(read) == sorted(_bodies(first) + _bodies(second))
 
@@ -332,10 +348,10 @@ def test_s3_append_overwrite_and_streaming_source(
     third.write.format("rocketstore").mode("overwrite").options(**opts).save(uri)
     manifest = _manifest(s3, bucket, "a/b")
     assert manifest["commit"] == 3
-    assert [e["path"] for e in manifest["stores"]] == ["store-00003"]
+    assert _numbers(manifest["stores"]) == ["store-00003"]
     assert _bodies(spark.read.format("rocketstore").options(**opts).load(uri)) == _bodies(third)
     stores = {k.split("/")[2] for k in s3.keys(bucket, "a/b/store-")}
-    assert stores == {"store-00003"}, "overwrite deletes the replaced stores"
+    assert stores == {manifest["stores"][0]["path"]}, "overwrite deletes the replaced stores"
 
 
 def test_s3_reader_without_manifest_is_a_clear_error(spark: Any, s3: Any, bucket: str) -> None:
@@ -406,7 +422,9 @@ def test_task_killed_mid_upload_then_retried(
     left = [k for k in s3.keys(bucket, "killed-task/_temporary/") if not k.endswith("/")]
     assert not left, "the killed attempt's upload is gone"
     manifest = _manifest(s3, bucket, "killed-task")
-    assert [(e["path"], e["task_attempt"]) for e in manifest["stores"]] == [("store-00000", 8)]
+    assert [(_number(e["path"]), e["task_attempt"]) for e in manifest["stores"]] == [
+        ("store-00000", 8)
+    ]
     opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
     back = spark.read.format("rocketstore").options(**opts).load(uri)
     assert _bodies(back) == _expected_bodies([0], 3000)
@@ -431,7 +449,7 @@ def test_driver_killed_before_commit_then_rerun(
     proc = _child(tmp_path, "driver", str(pickled), "500")
     assert proc.returncode == -9, proc.stderr[-3000:]
     # The killed commit had copied its stores to their published names, without a manifest.
-    assert s3.keys(bucket, "killed-driver/store-00001/")
+    assert s3.keys(bucket, "killed-driver/store-00001-")
     assert _manifest(s3, bucket, "killed-driver")["commit"] == 1
     before = spark.read.format("rocketstore").options(**opts).load(uri)
     assert _bodies(before) == _bodies(committed), "nothing half-published is visible"
@@ -448,6 +466,132 @@ def test_driver_killed_before_commit_then_rerun(
     report = verify(spark, uri, **opts)
     assert report.ok, str(report)
     assert report.messages == 1200
+
+
+def _copies_of(monkeypatch: pytest.MonkeyPatch, remote: Any) -> list[str]:
+    """The store names ``remote`` (that very object) copies to from now on."""
+    from rocketstore._remote import RemoteRoot
+
+    real = RemoteRoot.copy_store
+    names: list[str] = []
+
+    def copy_store(self: RemoteRoot, src: str, dest: str, files: Any) -> None:
+        if self is remote:
+            names.append(dest)
+        real(self, src, dest, files)
+
+    monkeypatch.setattr(RemoteRoot, "copy_store", copy_store)
+    return names
+
+
+def _after_reading(monkeypatch: pytest.MonkeyPatch, remote: Any, then: Any) -> list[int]:
+    """``remote`` (that very object) reads the newest manifest, then ``then()`` runs before
+    the read's result is used: another job commits between this commit's read and its copies.
+    Only the first read; returns the list of times it ran."""
+    from rocketstore._remote import RemoteRoot
+
+    real = RemoteRoot.latest_manifest
+    ran: list[int] = []
+
+    def latest_manifest(self: RemoteRoot) -> Any:
+        got = real(self)
+        if self is remote and not ran:
+            ran.append(got[0])
+            then()
+        return got
+
+    monkeypatch.setattr(RemoteRoot, "latest_manifest", latest_manifest)
+    return ran
+
+
+def _intact(s3: Any, bucket: str, prefix: str, entry: dict[str, Any]) -> None:
+    """Every file of a manifest entry is the object it lists (SHA-256 of the object)."""
+    for f in entry["files"]:
+        if not f.get("dir"):
+            key = f"{prefix}/{entry['path']}/{f['name']}"
+            assert s3.sha256(bucket, key) == f["sha256"], key
+
+
+def test_remote_commits_from_one_manifest_never_write_the_same_names(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests._remote_kill_child import batches
+
+    from rocketstore.exceptions import CommitConflictError
+    from rocketstore.spark import verify
+
+    uri = f"s3a://{bucket}/race-batch"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    old = _df(spark, 100, 1, tag="old")
+    old.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    winner, loser = _writer(s3, uri, tmp_path), _writer(s3, uri, tmp_path)
+    _as_task(monkeypatch, 0, 1)
+    won = winner.write(iter(batches(0, 300)))
+    _as_task(monkeypatch, 0, 2)
+    lost = loser.write(iter(batches(0, 500)))
+
+    # The loser reads manifest 1; the winner then commits from manifest 1 too (copies, creates
+    # manifest 2); only then does the loser copy, and its create of manifest 2 fails.
+    ran = _after_reading(monkeypatch, loser.remote, lambda: winner.commit([won]))
+    copied = _copies_of(monkeypatch, loser.remote)
+    with pytest.raises(CommitConflictError):
+        loser.commit([lost])
+    loser.abort([lost])
+    assert ran == [1]
+
+    manifest = _manifest(s3, bucket, "race-batch")
+    assert manifest["commit"] == 2
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001"]
+    published = manifest["stores"][1]
+    assert published["job_id"] == winner.job_id
+    # Both chose number 1; the loser's name is its own, and its copies are gone.
+    assert [_number(n) for n in copied] == ["store-00001"]
+    assert copied[0] != published["path"]
+    assert not s3.keys(bucket, f"race-batch/{copied[0]}/")
+    _intact(s3, bucket, "race-batch", published)
+    back = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(back) == sorted(_bodies(old) + _expected_bodies([0], 300))
+    report = verify(spark, uri, **opts)
+    assert report.ok, str(report)
+    assert report.messages == 400
+
+
+def test_remote_root_of_plain_store_names_reads_and_appends(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    """A root whose manifest lists ``store-<n>`` (published before names carried a token):
+    read as before, and the next commit numbers its stores above it."""
+    from rocketstore._remote import manifest_name
+    from rocketstore.spark import verify
+
+    uri = f"s3a://{bucket}/plain"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    first = _df(spark, 200, 1, tag="plain")
+    first.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    _, remote = resolve_root(uri, opts)
+    assert remote is not None
+    manifest = _manifest(s3, bucket, "plain")
+    (entry,) = manifest["stores"]
+    remote.copy_store(entry["path"], "store-00000", entry["files"])
+    remote.delete_tree(entry["path"])
+    entry["path"] = "store-00000"
+    data = (json.dumps(manifest, indent=1) + "\n").encode()
+    remote.write_bytes(manifest_name(1), data)
+    remote.write_bytes("_SUCCESS", data)
+
+    second = _df(spark, 300, 2, tag="new")
+    second.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    manifest = _manifest(s3, bucket, "plain")
+    paths = [e["path"] for e in manifest["stores"]]
+    assert paths[0] == "store-00000"
+    assert [_number(p) for p in paths[1:]] == ["store-00001", "store-00002"]
+    back = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(back) == sorted(_bodies(first) + _bodies(second))
+    report = verify(spark, uri, **opts)
+    assert report.ok, str(report)
+    one = _cli("inspect", f"{uri}/store-00000", "--json", *_fs_items(s3.options()), cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert sum(q["next_offset"] for q in json.loads(one.stdout)["queues"]) == 200
 
 
 # --------------------------------------------------------------------------------------
@@ -530,7 +674,7 @@ def test_stream_sink_s3_round_trip(spark: Any, s3: Any, bucket: str, tmp_path: P
     assert manifest["commit"] == 2
     (query,) = manifest["streams"]
     assert manifest["streams"] == {query: 1}
-    assert [(e["path"], e["query_id"], e["batch_id"]) for e in manifest["stores"]] == [
+    assert [(_number(e["path"]), e["query_id"], e["batch_id"]) for e in manifest["stores"]] == [
         ("store-00000", query, 0),
         ("store-00001", query, 1),
     ]
@@ -631,7 +775,7 @@ def test_stream_sink_remote_task_retry_and_replayed_commit(
     manifest = _manifest(s3, bucket, "replay")
     assert manifest["commit"] == 1
     assert manifest["streams"] == {"q1": 0}
-    assert [(e["path"], e["task_attempt"]) for e in manifest["stores"]] == [
+    assert [(_number(e["path"]), e["task_attempt"]) for e in manifest["stores"]] == [
         ("store-00000", 11),
         ("store-00001", 12),
     ]
@@ -655,7 +799,7 @@ def test_stream_sink_remote_task_retry_and_replayed_commit(
     manifest = _manifest(s3, bucket, "replay")
     assert manifest["commit"] == 2
     assert manifest["streams"] == {"q1": 2}
-    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001", "store-00002"]
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001", "store-00002"]
 
     back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
     assert Counter(bytes(r.body).decode() for r in back.collect()) == Counter(b0[0] + b0[1] + b2)
@@ -672,7 +816,7 @@ def test_stream_sink_remote_commit_retries_after_a_conflict(
     bodies = [f"s-{i}" for i in range(50)]
     messages = [d.task("run-1", 0, 0, 40, bodies)]
     # A batch job commits while the sink's commit runs: both read the same newest manifest
-    # (none) and copied to store-00000; the job creates manifest 1 first.
+    # (none) and copied to store-00000-<their own token>; the job creates manifest 1 first.
     other = _df(spark, 100, 1, tag="job")
     real = RemoteRoot.create_exclusive
     raced: list[str] = []
@@ -689,10 +833,52 @@ def test_stream_sink_remote_commit_retries_after_a_conflict(
     manifest = _manifest(s3, bucket, "race")
     assert manifest["commit"] == 2
     assert manifest["streams"] == {"q1": 0}
-    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001"]
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001"]
     back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
     got = Counter(bytes(r.body).decode() for r in back.collect())
     assert got == Counter(bodies + [f"bodyjob-{i}" for i in range(100)])
+
+
+def test_stream_sink_remote_commit_copying_after_the_winner_keeps_its_stores(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketstore.spark import verify
+
+    uri = f"s3a://{bucket}/race-late"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    d = _SinkTasks(monkeypatch, {"path": uri, **opts})
+    bodies = [f"late-{i}" for i in range(60)]
+    messages = [d.task("run-1", 0, 0, 50, bodies)]
+    # The sink's commit reads the newest manifest (none); a batch job then commits from it
+    # too; only then does the sink copy (to the number the job published) and lose.
+    other = _df(spark, 100, 1, tag="job")
+    remote = d.sink.writer.remote
+    ran = _after_reading(
+        monkeypatch,
+        remote,
+        lambda: other.write.format("rocketstore").mode("append").options(**opts).save(uri),
+    )
+    copied = _copies_of(monkeypatch, remote)
+    d.sink.commit(messages, 0)
+    assert ran == [0]
+
+    manifest = _manifest(s3, bucket, "race-late")
+    assert manifest["commit"] == 2
+    assert manifest["streams"] == {"q1": 0}
+    job, batch = manifest["stores"]
+    assert _number(job["path"]) == "store-00000"
+    assert "query_id" not in job
+    # First try: number 0, as the job's, under the sink's own name (deleted); the retry: 1.
+    assert [_number(n) for n in copied] == ["store-00000", "store-00001"]
+    assert copied[0] != job["path"]
+    assert copied[1] == batch["path"]
+    assert not s3.keys(bucket, f"race-late/{copied[0]}/")
+    _intact(s3, bucket, "race-late", job)
+    back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
+    got = Counter(bytes(r.body).decode() for r in back.collect())
+    assert got == Counter(bodies + [f"bodyjob-{i}" for i in range(100)])
+    report = verify(spark, uri, **opts)
+    assert report.ok, str(report)
 
 
 def test_stream_sink_remote_refuses_stores_option(s3: Any) -> None:
@@ -731,13 +917,16 @@ def test_cli_inspect_verify_dump_remote_and_refused(
     _df(spark, 600).write.format("rocketstore").mode("append").options(**opts).save(uri)
     fs = _fs_items(opts)
 
+    paths = [e["path"] for e in _manifest(s3, bucket, "cli")["stores"]]
+    assert _numbers(_manifest(s3, bucket, "cli")["stores"]) == ["store-00000", "store-00001"]
+
     out = _cli("inspect", uri, *fs, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "store-00000" in out.stdout
-    assert "store-00001" in out.stdout
+    assert paths[0] in out.stdout
+    assert paths[1] in out.stdout
     assert "600 messages" in out.stdout
 
-    one = _cli("inspect", f"{uri}/store-00001", "--json", *fs, cwd=tmp_path)
+    one = _cli("inspect", f"{uri}/{paths[1]}", "--json", *fs, cwd=tmp_path)
     assert one.returncode == 0, one.stderr
     assert sum(q["next_offset"] for q in json.loads(one.stdout)["queues"]) == 300
 
@@ -776,7 +965,7 @@ def test_s3_settings_from_the_spark_conf(spark: Any, s3: Any, bucket: str) -> No
         summary = ingest(df, uri, stores=2)
         assert summary["root"] == uri
         assert summary["messages"] == 300
-        assert summary["stores"] == ["store-00000", "store-00001"]
+        assert [_number(p) for p in summary["stores"]] == ["store-00000", "store-00001"]
         df.write.format("rocketstore").mode("append").save(uri)
         assert spark.read.format("rocketstore").load(uri).count() == 600
         report = verify(spark, uri)

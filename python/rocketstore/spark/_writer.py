@@ -29,8 +29,10 @@ restored.
 On a remote root (``s3a://...``, see :mod:`rocketstore._remote`) nothing is renamed: each task
 builds its store in the executor's local directory and uploads it to the same
 ``_temporary/<job id>/part-...`` name; ``commit`` copies each committed attempt's files to
-``store-<n>`` and then creates ``_manifests/<commit>.json`` (conditionally: the commit point),
-then the ``_SUCCESS`` hint. Its entries also list each store's ``files`` (name, size, data
+``store-<n>-<token>`` (``n`` above every store the newest manifest lists, ``token`` 16 random
+hex digits of this commit's own: a commit writes only names no other job can use) and then
+creates ``_manifests/<commit>.json`` (conditionally: the commit point), then the ``_SUCCESS``
+hint. Its entries also list each store's ``files`` (name, size, data
 extents, SHA-256), the only files readers download. The stream sink commits each micro-batch
 of a remote root the same way (``_commit_remote`` with the query and batch id, which the
 manifest's ``streams`` records so that a replayed micro-batch is published once).
@@ -85,7 +87,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from rocketstore._remote import RemoteRoot, local_work_dir, manifest_name, resolve_root
 from rocketstore._stores import MANIFEST, TEMPORARY, find_stores, is_store
-from rocketstore.exceptions import CommitConflictError, InvalidConfigError, InvalidMessageError
+from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
 from rocketstore.spark._heap import freeze_worker_heap
 from rocketstore.spark._options import (
     GEOMETRY_FIELDS,
@@ -133,6 +135,11 @@ JVM_TASK_SPEC = "_jvm_task.json"
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 
 _STORE_NAME = re.compile(r"^store-(\d+)$")
+#: A store a remote commit published: ``store-<n>`` (older manifests) or
+#: ``store-<n>-<token>``, the token drawn by that commit alone.
+_REMOTE_STORE_NAME = re.compile(r"^store-(\d+)(?:-[0-9a-f]+)?$")
+#: Hex digits of a remote commit's token (64 random bits).
+_TOKEN_DIGITS = 16
 _ACCEPTED_STATUSES = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT"})
 
 
@@ -443,6 +450,14 @@ def _task_identity() -> tuple[int, int, int]:
     if ctx is None:
         return 0, 0, 0
     return ctx.partitionId(), ctx.taskAttemptId(), ctx.attemptNumber()
+
+
+def _holds(remote: RemoteRoot, rel: str, data: bytes) -> bool | None:
+    """Whether the object ``rel`` holds exactly ``data`` (None if it cannot be read)."""
+    try:
+        return remote.read_bytes(rel) == data
+    except Exception:
+        return None
 
 
 def _published(streams: Mapping[str, Any], query: str, batch: int) -> bool:
@@ -833,17 +848,18 @@ class RocketStoreWriter(DataSourceArrowWriter):
         uploads: str | None = None,
     ) -> bool:
         """Publishes on a remote root: copies each committed attempt's files to
-        ``store-<n>``, then creates the manifest of the next commit number (conditionally:
-        the commit point), then writes the ``_SUCCESS`` hint; then removes the uploads and,
-        with ``overwrite``, the stores the previous manifest listed. Returns True if it
-        published, False for a stream's micro-batch published before.
+        ``store-<n>-<token>``, then creates the manifest of the next commit number
+        (conditionally: the commit point), then writes the ``_SUCCESS`` hint; then removes
+        the uploads and, with ``overwrite``, the stores the previous manifest listed. Returns
+        True if it published, False for a stream's micro-batch published before.
 
         Nothing is renamed and nothing is listed: ``n`` and the commit number follow the
-        newest manifest. A driver killed before the manifest exists publishes nothing (what
-        it copied is overwritten by the next commit's copies, and only listed files are
-        read); one killed after it has committed. A commit that loses the conditional create
-        to another job (:class:`CommitConflictError`) deletes its copies, except where the
-        winner's manifest lists the same store names.
+        newest manifest, and ``token`` (random, drawn by this call) makes every name it
+        writes one no other commit uses, so two jobs committing from the same newest manifest
+        never write the same object. A driver killed before the manifest exists publishes
+        nothing (its copies are listed by no manifest, and only listed files are read); one
+        killed after it has committed. A commit that loses the conditional create to another
+        job (:class:`CommitConflictError`) deletes its own copies and nothing else.
 
         ``stream`` is ``(query id, batch id)`` when the stream sink commits a micro-batch: the
         manifest's ``streams`` maps every query that published to the root to its last
@@ -862,18 +878,20 @@ class RocketStoreWriter(DataSourceArrowWriter):
         old = [s for s in (current or {}).get("stores", []) if isinstance(s, dict) and "path" in s]
         used = [-1]
         for s in old:
-            m = _STORE_NAME.match(str(s["path"]))
+            m = _REMOTE_STORE_NAME.match(str(s["path"]))
             if m:
                 used.append(int(m.group(1)))
         index = max(used) + 1
+        # Names no other commit can choose: another job committing from the same newest
+        # manifest picks the same numbers, never the same token.
+        token = uuid.uuid4().hex[:_TOKEN_DIGITS]
         origin = {} if stream is None else {"query_id": stream[0], "batch_id": stream[1]}
         entries: list[dict[str, Any]] = []
         for msg in sorted(ours, key=lambda msg: msg.partition):
             if msg.path is None:
                 continue
-            name = f"store-{index:05d}"
+            name = f"store-{index:05d}-{token}"
             index += 1
-            remote.copy_store(msg.path, name, msg.stats.get("files", []))
             entries.append(
                 {
                     "path": name,
@@ -885,6 +903,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
                     "config": dict(sorted(self.config.items())),
                 }
             )
+            remote.copy_store(msg.path, name, msg.stats.get("files", []))
         if stream is not None:
             streams[stream[0]] = stream[1]
         kept = [] if self.overwrite else old
@@ -894,20 +913,18 @@ class RocketStoreWriter(DataSourceArrowWriter):
         try:
             remote.create_exclusive(manifest_name(commit + 1), data)
         except BaseException as failure:
-            theirs: set[str] = set()
-            if isinstance(failure, CommitConflictError):
-                with contextlib.suppress(Exception):
-                    _, winner = remote.latest_manifest()
-                    theirs = {
-                        str(s.get("path"))
-                        for s in (winner or {}).get("stores", [])
-                        if isinstance(s, dict)
-                    }
-            for e in entries:
-                if str(e["path"]) not in theirs:
+            # A create that failed may still have happened (a request retried after its first
+            # try landed answers "exists"): a manifest holding exactly these bytes is ours and
+            # the commit stands. Otherwise every name copied to is this commit's own, so
+            # removing them cannot touch what another job published; if the check itself
+            # fails they stay, unlisted, and are never read.
+            created = _holds(remote, manifest_name(commit + 1), data)
+            if created is False:
+                for e in entries:
                     with contextlib.suppress(Exception):
                         remote.delete_tree(str(e["path"]))
-            raise
+            if not created or not isinstance(failure, Exception):
+                raise
         # Committed. The hint and the clean-up may fail without undoing the commit.
         with contextlib.suppress(OSError):
             remote.write_bytes(MANIFEST, data)
