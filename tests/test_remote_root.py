@@ -556,6 +556,35 @@ def test_remote_commits_from_one_manifest_never_write_the_same_names(
     assert report.messages == 400
 
 
+def test_remote_commit_whose_copy_fails_deletes_its_copies(
+    s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests._remote_kill_child import batches
+
+    from rocketstore._remote import RemoteRoot
+
+    writer = _writer(s3, f"s3a://{bucket}/copy-fails", tmp_path)
+    messages = []
+    for p in (0, 1):
+        _as_task(monkeypatch, p, 60 + p)
+        messages.append(writer.write(iter(batches(p, 50))))
+    real = RemoteRoot.copy_store
+    copied: list[str] = []
+
+    def copy_store(self: RemoteRoot, src: str, dest: str, files: Any) -> None:
+        copied.append(dest)
+        if len(copied) == 2:
+            raise OSError("copy failed")
+        real(self, src, dest, files)
+
+    monkeypatch.setattr(RemoteRoot, "copy_store", copy_store)
+    with pytest.raises(OSError, match="copy failed"):
+        writer.commit(messages)
+    assert [_number(n) for n in copied] == ["store-00000", "store-00001"]
+    assert not s3.keys(bucket, "copy-fails/store-"), "the copies are removed"
+    assert not s3.keys(bucket, "copy-fails/_manifests/")
+
+
 def test_remote_root_of_plain_store_names_reads_and_appends(
     spark: Any, s3: Any, bucket: str, tmp_path: Path
 ) -> None:

@@ -452,6 +452,14 @@ def _task_identity() -> tuple[int, int, int]:
     return ctx.partitionId(), ctx.taskAttemptId(), ctx.attemptNumber()
 
 
+def _delete_copies(remote: RemoteRoot, entries: list[dict[str, Any]]) -> None:
+    """Deletes the stores a remote commit copied (names of its own; what fails stays, unlisted
+    and never read)."""
+    for e in entries:
+        with contextlib.suppress(Exception):
+            remote.delete_tree(str(e["path"]))
+
+
 def _holds(remote: RemoteRoot, rel: str, data: bytes) -> bool | None:
     """Whether the object ``rel`` holds exactly ``data`` (None if it cannot be read)."""
     try:
@@ -887,23 +895,27 @@ class RocketStoreWriter(DataSourceArrowWriter):
         token = uuid.uuid4().hex[:_TOKEN_DIGITS]
         origin = {} if stream is None else {"query_id": stream[0], "batch_id": stream[1]}
         entries: list[dict[str, Any]] = []
-        for msg in sorted(ours, key=lambda msg: msg.partition):
-            if msg.path is None:
-                continue
-            name = f"store-{index:05d}-{token}"
-            index += 1
-            entries.append(
-                {
-                    "path": name,
-                    "job_id": self.job_id,
-                    **origin,
-                    "partition": msg.partition,
-                    "task_attempt": msg.task_attempt,
-                    **msg.stats,
-                    "config": dict(sorted(self.config.items())),
-                }
-            )
-            remote.copy_store(msg.path, name, msg.stats.get("files", []))
+        try:
+            for msg in sorted(ours, key=lambda msg: msg.partition):
+                if msg.path is None:
+                    continue
+                name = f"store-{index:05d}-{token}"
+                index += 1
+                entries.append(
+                    {
+                        "path": name,
+                        "job_id": self.job_id,
+                        **origin,
+                        "partition": msg.partition,
+                        "task_attempt": msg.task_attempt,
+                        **msg.stats,
+                        "config": dict(sorted(self.config.items())),
+                    }
+                )
+                remote.copy_store(msg.path, name, msg.stats.get("files", []))
+        except BaseException:
+            _delete_copies(remote, entries)  # this commit's own names only
+            raise
         if stream is not None:
             streams[stream[0]] = stream[1]
         kept = [] if self.overwrite else old
@@ -920,9 +932,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
             # fails they stay, unlisted, and are never read.
             created = _holds(remote, manifest_name(commit + 1), data)
             if created is False:
-                for e in entries:
-                    with contextlib.suppress(Exception):
-                        remote.delete_tree(str(e["path"]))
+                _delete_copies(remote, entries)
             if not created or not isinstance(failure, Exception):
                 raise
         # Committed. The hint and the clean-up may fail without undoing the commit.
