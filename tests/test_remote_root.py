@@ -13,6 +13,11 @@ back whole (batch reader and streaming source), a micro-batch replayed after a r
 commit gone from the checkpoint) or committed twice publishes nothing twice, a retried task's
 first upload is never published, and a commit that loses its manifest to a batch job retries
 without deleting the winner's stores.
+
+Commits racing from one newest manifest (batch vs batch, sink vs batch; the loser copying after
+the winner's manifest exists) never write the same names: the winner's objects stay intact and
+the loser removes only its own copies. A root whose manifests list plain ``store-<n>`` names
+still reads and takes appends.
 """
 
 from __future__ import annotations
