@@ -380,8 +380,10 @@ def _writer(s3: Any, uri: str, tmp_path: Path) -> Any:
 
 
 def _child(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # The killed task's local store stays where it was built: in the test's directory.
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROCKETSTORE_LOCAL_DIR": str(tmp_path)}
+    # The killed task's local store stays where it was built: in the test's directory. The
+    # child imports the rocketstore this process runs (PYTHONPATH kept after the repository).
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "ROCKETSTORE_LOCAL_DIR": str(tmp_path)}
     return subprocess.run(
         [sys.executable, str(CHILD), *args],
         env=env,
