@@ -56,7 +56,9 @@ class SinkDriver:
         def it() -> Iterator[Any]:
             yield _batch(bodies)
 
-        return self.writer.write(it())
+        msg = self.writer.write(it())
+        assert isinstance(msg, SinkTaskMessage)
+        return msg
 
     def batch(self, batch: int, parts: Sequence[Sequence[str]]) -> None:
         """Runs every task of ``batch`` (one per entry of ``parts``) and commits it."""

@@ -6,6 +6,18 @@ protocol: the manifest is the commit point, a task killed mid-upload and a drive
 before its commit (SIGKILL of a child process) publish nothing, and a rerun then gives every
 row once. The downloaded stores are compared byte for byte (SHA-256) with the objects the
 tasks uploaded and with the manifest.
+
+The streaming sink on a remote root publishes each micro-batch with one manifest that records
+the query and batch id: a streaming query into ``s3a://`` and into a ``file://`` URI is read
+back whole (batch reader and streaming source), a micro-batch replayed after a restart (its
+commit gone from the checkpoint) or committed twice publishes nothing twice, a retried task's
+first upload is never published, and a commit that loses its manifest to a batch job retries
+without deleting the winner's stores.
+
+Commits racing from one newest manifest (batch vs batch, sink vs batch; the loser copying after
+the winner's manifest exists) never write the same names: the winner's objects stay intact and
+the loser removes only its own copies. A root whose manifests list plain ``store-<n>`` names
+still reads and takes appends.
 """
 
 from __future__ import annotations
@@ -14,8 +26,11 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +85,21 @@ def _bodies(df: Any) -> list[bytes]:
 
 def _fs_items(opts: dict[str, str]) -> list[str]:
     return [x for k, v in opts.items() for x in ("-c", f"{k}={v}")]
+
+
+#: The name a remote commit publishes a store under: its number, then the commit's own token.
+_PUBLISHED = re.compile(r"^(store-\d{5})-[0-9a-f]{16}$")
+
+
+def _number(path: str) -> str:
+    """``store-<n>`` of a published remote store's path (which must carry a token)."""
+    m = _PUBLISHED.match(path)
+    assert m, f"{path!r} is not store-<n>-<token>"
+    return m.group(1)
+
+
+def _numbers(entries: list[dict[str, Any]]) -> list[str]:
+    return [_number(str(e["path"])) for e in entries]
 
 
 # --------------------------------------------------------------------------------------
@@ -143,22 +173,6 @@ def test_spark_refuses_unserved_scheme_before_any_task(
     assert list(tmp_path.iterdir()) == [], "nothing may be written locally"
 
 
-def test_stream_sink_refuses_remote_root(spark: Any, tmp_path: Path, s3: Any) -> None:
-    stream = (
-        spark.readStream.format("rate")
-        .load()
-        .selectExpr("'T' as topic", "cast(value as string) as body")
-    )
-    with pytest.raises(Exception, match="streaming sink"):
-        (
-            stream.writeStream.format("rocketstore")
-            .options(**s3.options())
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .start("s3a://bucket/sink")
-            .processAllAvailable()
-        )
-
-
 # --------------------------------------------------------------------------------------
 # file:// roots
 # --------------------------------------------------------------------------------------
@@ -215,15 +229,15 @@ def test_s3_write_read_verify_byte_identical(
     assert s3.get(bucket, "root/_manifests/00000000000000000001.json") == s3.get(
         bucket, "root/_SUCCESS"
     )
-    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001"]
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001"]
+    assert len({e["path"].rsplit("-", 1)[1] for e in manifest["stores"]}) == 1, "one token"
     assert manifest["totals"]["messages"] == 3000
 
     back = spark.read.format("rocketstore").options(**opts).load(uri)
     assert back.count() == 3000
     assert _bodies(back) == _bodies(df)
     assert {r.store for r in back.select("store").distinct().collect()} == {
-        f"{uri}/store-00000",
-        f"{uri}/store-00001",
+        f"{uri}/{e['path']}" for e in manifest["stores"]
     }
     # Per queue, with a topic filter, and the index table: the same stores.
     per_queue = (
@@ -316,7 +330,7 @@ def test_s3_append_overwrite_and_streaming_source(
     second.write.format("rocketstore").mode("append").options(**opts).save(uri)
     manifest = _manifest(s3, bucket, "a/b")
     assert manifest["commit"] == 2
-    assert [e["path"] for e in manifest["stores"]] == ["store-00000", "store-00001", "store-00002"]
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001", "store-00002"]
     read = spark.read.format("rocketstore").options(**opts).load(uri)
     assert _bodies(read) == sorted(_bodies(first) + _bodies(second))
 
@@ -339,10 +353,10 @@ def test_s3_append_overwrite_and_streaming_source(
     third.write.format("rocketstore").mode("overwrite").options(**opts).save(uri)
     manifest = _manifest(s3, bucket, "a/b")
     assert manifest["commit"] == 3
-    assert [e["path"] for e in manifest["stores"]] == ["store-00003"]
+    assert _numbers(manifest["stores"]) == ["store-00003"]
     assert _bodies(spark.read.format("rocketstore").options(**opts).load(uri)) == _bodies(third)
     stores = {k.split("/")[2] for k in s3.keys(bucket, "a/b/store-")}
-    assert stores == {"store-00003"}, "overwrite deletes the replaced stores"
+    assert stores == {manifest["stores"][0]["path"]}, "overwrite deletes the replaced stores"
 
 
 def test_s3_reader_without_manifest_is_a_clear_error(spark: Any, s3: Any, bucket: str) -> None:
@@ -366,8 +380,10 @@ def _writer(s3: Any, uri: str, tmp_path: Path) -> Any:
 
 
 def _child(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # The killed task's local store stays where it was built: in the test's directory.
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROCKETSTORE_LOCAL_DIR": str(tmp_path)}
+    # The killed task's local store stays where it was built: in the test's directory. The
+    # child imports the rocketstore this process runs (PYTHONPATH kept after the repository).
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "ROCKETSTORE_LOCAL_DIR": str(tmp_path)}
     return subprocess.run(
         [sys.executable, str(CHILD), *args],
         env=env,
@@ -413,7 +429,9 @@ def test_task_killed_mid_upload_then_retried(
     left = [k for k in s3.keys(bucket, "killed-task/_temporary/") if not k.endswith("/")]
     assert not left, "the killed attempt's upload is gone"
     manifest = _manifest(s3, bucket, "killed-task")
-    assert [(e["path"], e["task_attempt"]) for e in manifest["stores"]] == [("store-00000", 8)]
+    assert [(_number(e["path"]), e["task_attempt"]) for e in manifest["stores"]] == [
+        ("store-00000", 8)
+    ]
     opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
     back = spark.read.format("rocketstore").options(**opts).load(uri)
     assert _bodies(back) == _expected_bodies([0], 3000)
@@ -438,7 +456,7 @@ def test_driver_killed_before_commit_then_rerun(
     proc = _child(tmp_path, "driver", str(pickled), "500")
     assert proc.returncode == -9, proc.stderr[-3000:]
     # The killed commit had copied its stores to their published names, without a manifest.
-    assert s3.keys(bucket, "killed-driver/store-00001/")
+    assert s3.keys(bucket, "killed-driver/store-00001-")
     assert _manifest(s3, bucket, "killed-driver")["commit"] == 1
     before = spark.read.format("rocketstore").options(**opts).load(uri)
     assert _bodies(before) == _bodies(committed), "nothing half-published is visible"
@@ -455,6 +473,460 @@ def test_driver_killed_before_commit_then_rerun(
     report = verify(spark, uri, **opts)
     assert report.ok, str(report)
     assert report.messages == 1200
+
+
+def _copies_of(monkeypatch: pytest.MonkeyPatch, remote: Any) -> list[str]:
+    """The store names ``remote`` (that very object) copies to from now on."""
+    from rocketstore._remote import RemoteRoot
+
+    real = RemoteRoot.copy_store
+    names: list[str] = []
+
+    def copy_store(self: RemoteRoot, src: str, dest: str, files: Any) -> None:
+        if self is remote:
+            names.append(dest)
+        real(self, src, dest, files)
+
+    monkeypatch.setattr(RemoteRoot, "copy_store", copy_store)
+    return names
+
+
+def _after_reading(monkeypatch: pytest.MonkeyPatch, remote: Any, then: Any) -> list[int]:
+    """``remote`` (that very object) reads the newest manifest, then ``then()`` runs before
+    the read's result is used: another job commits between this commit's read and its copies.
+    Only the first read; returns the list of times it ran."""
+    from rocketstore._remote import RemoteRoot
+
+    real = RemoteRoot.latest_manifest
+    ran: list[int] = []
+
+    def latest_manifest(self: RemoteRoot) -> Any:
+        got = real(self)
+        if self is remote and not ran:
+            ran.append(got[0])
+            then()
+        return got
+
+    monkeypatch.setattr(RemoteRoot, "latest_manifest", latest_manifest)
+    return ran
+
+
+def _intact(s3: Any, bucket: str, prefix: str, entry: dict[str, Any]) -> None:
+    """Every file of a manifest entry is the object it lists (SHA-256 of the object)."""
+    for f in entry["files"]:
+        if not f.get("dir"):
+            key = f"{prefix}/{entry['path']}/{f['name']}"
+            assert s3.sha256(bucket, key) == f["sha256"], key
+
+
+def test_remote_commits_from_one_manifest_never_write_the_same_names(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests._remote_kill_child import batches
+
+    from rocketstore.exceptions import CommitConflictError
+    from rocketstore.spark import verify
+
+    uri = f"s3a://{bucket}/race-batch"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    old = _df(spark, 100, 1, tag="old")
+    old.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    winner, loser = _writer(s3, uri, tmp_path), _writer(s3, uri, tmp_path)
+    _as_task(monkeypatch, 0, 1)
+    won = winner.write(iter(batches(0, 300)))
+    _as_task(monkeypatch, 0, 2)
+    lost = loser.write(iter(batches(0, 500)))
+
+    # The loser reads manifest 1; the winner then commits from manifest 1 too (copies, creates
+    # manifest 2); only then does the loser copy, and its create of manifest 2 fails.
+    ran = _after_reading(monkeypatch, loser.remote, lambda: winner.commit([won]))
+    copied = _copies_of(monkeypatch, loser.remote)
+    with pytest.raises(CommitConflictError):
+        loser.commit([lost])
+    loser.abort([lost])
+    assert ran == [1]
+
+    manifest = _manifest(s3, bucket, "race-batch")
+    assert manifest["commit"] == 2
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001"]
+    published = manifest["stores"][1]
+    assert published["job_id"] == winner.job_id
+    # Both chose number 1; the loser's name is its own, and its copies are gone.
+    assert [_number(n) for n in copied] == ["store-00001"]
+    assert copied[0] != published["path"]
+    assert not s3.keys(bucket, f"race-batch/{copied[0]}/")
+    _intact(s3, bucket, "race-batch", published)
+    back = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(back) == sorted(_bodies(old) + _expected_bodies([0], 300))
+    report = verify(spark, uri, **opts)
+    assert report.ok, str(report)
+    assert report.messages == 400
+
+
+def test_remote_commit_whose_copy_fails_deletes_its_copies(
+    s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests._remote_kill_child import batches
+
+    from rocketstore._remote import RemoteRoot
+
+    writer = _writer(s3, f"s3a://{bucket}/copy-fails", tmp_path)
+    messages = []
+    for p in (0, 1):
+        _as_task(monkeypatch, p, 60 + p)
+        messages.append(writer.write(iter(batches(p, 50))))
+    real = RemoteRoot.copy_store
+    copied: list[str] = []
+
+    def copy_store(self: RemoteRoot, src: str, dest: str, files: Any) -> None:
+        copied.append(dest)
+        if len(copied) == 2:
+            raise OSError("copy failed")
+        real(self, src, dest, files)
+
+    monkeypatch.setattr(RemoteRoot, "copy_store", copy_store)
+    with pytest.raises(OSError, match="copy failed"):
+        writer.commit(messages)
+    assert [_number(n) for n in copied] == ["store-00000", "store-00001"]
+    assert not s3.keys(bucket, "copy-fails/store-"), "the copies are removed"
+    assert not s3.keys(bucket, "copy-fails/_manifests/")
+
+
+def test_remote_root_of_plain_store_names_reads_and_appends(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    """A root whose manifest lists ``store-<n>`` (published before names carried a token):
+    read as before, and the next commit numbers its stores above it."""
+    from rocketstore._remote import manifest_name
+    from rocketstore.spark import verify
+
+    uri = f"s3a://{bucket}/plain"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    first = _df(spark, 200, 1, tag="plain")
+    first.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    _, remote = resolve_root(uri, opts)
+    assert remote is not None
+    manifest = _manifest(s3, bucket, "plain")
+    (entry,) = manifest["stores"]
+    remote.copy_store(entry["path"], "store-00000", entry["files"])
+    remote.delete_tree(entry["path"])
+    entry["path"] = "store-00000"
+    data = (json.dumps(manifest, indent=1) + "\n").encode()
+    remote.write_bytes(manifest_name(1), data)
+    remote.write_bytes("_SUCCESS", data)
+
+    second = _df(spark, 300, 2, tag="new")
+    second.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    manifest = _manifest(s3, bucket, "plain")
+    paths = [e["path"] for e in manifest["stores"]]
+    assert paths[0] == "store-00000"
+    assert [_number(p) for p in paths[1:]] == ["store-00001", "store-00002"]
+    back = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(back) == sorted(_bodies(first) + _bodies(second))
+    report = verify(spark, uri, **opts)
+    assert report.ok, str(report)
+    one = _cli("inspect", f"{uri}/store-00000", "--json", *_fs_items(s3.options()), cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert sum(q["next_offset"] for q in json.loads(one.stdout)["queues"]) == 200
+
+
+# --------------------------------------------------------------------------------------
+# The streaming sink
+# --------------------------------------------------------------------------------------
+
+
+def _json_rows(tag: str, n: int) -> list[dict[str, str]]:
+    return [{"topic": "Orders", "body": f"{tag}-{i}", "keys": f"k{i % 7}"} for i in range(n)]
+
+
+def _write_json(src: Path, name: str, rows: list[dict[str, str]], mtime: float) -> None:
+    tmp = src / f".{name}.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.utime(tmp, (mtime, mtime))  # the file source takes the oldest files first
+    tmp.rename(src / name)
+
+
+def _run_sink(spark: Any, src: Path, root: str, ckpt: Path, opts: dict[str, str]) -> None:
+    """One availableNow run of a file-source query into the sink: a micro-batch per file."""
+    q = (
+        spark.readStream.schema("topic string, body string, keys string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+        .writeStream.format("rocketstore")
+        .options(**opts)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start(root)
+    )
+    q.awaitTermination(180)
+    assert q.exception() is None
+
+
+def _read_back(
+    spark: Any, root: str, opts: dict[str, str], name: str
+) -> tuple[Counter[str], Counter[str]]:
+    """Every body the batch reader and the streaming source (one availableNow run) read."""
+    batch = spark.read.format("rocketstore").options(**opts).load(root).select("body")
+    q = (
+        spark.readStream.format("rocketstore")
+        .options(**opts)
+        .load(root)
+        .select("body")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(180)
+    assert q.exception() is None
+    streamed = spark.sql(f"select body from {name}")
+    return (
+        Counter(bytes(r.body).decode() for r in batch.collect()),
+        Counter(bytes(r.body).decode() for r in streamed.collect()),
+    )
+
+
+def _uploads_left(s3: Any, bucket: str, prefix: str) -> list[str]:
+    # (pyarrow leaves an empty directory marker where it deleted a tree)
+    return [k for k in s3.keys(bucket, f"{prefix}/_temporary/") if not k.endswith("/")]
+
+
+def _sink_files(src: Path, files: list[tuple[str, int]], t0: float) -> Counter[str]:
+    """Source files ``<tag>.json`` of ``n`` rows each, oldest first; returns their bodies."""
+    src.mkdir(exist_ok=True)
+    for i, (tag, n) in enumerate(files):
+        _write_json(src, f"{tag}.json", _json_rows(tag, n), t0 + i)
+    return Counter(r["body"] for tag, n in files for r in _json_rows(tag, n))
+
+
+def test_stream_sink_s3_round_trip(spark: Any, s3: Any, bucket: str, tmp_path: Path) -> None:
+    uri = f"s3a://{bucket}/sink"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    want = _sink_files(tmp_path / "src", [("a", 30), ("b", 20)], time.time() - 100)
+    _run_sink(spark, tmp_path / "src", uri, tmp_path / "ckpt", opts)
+
+    # One manifest per micro-batch (one file, one task, one store each), recording the batch.
+    manifest = _manifest(s3, bucket, "sink")
+    assert manifest["commit"] == 2
+    (query,) = manifest["streams"]
+    assert manifest["streams"] == {query: 1}
+    assert [(_number(e["path"]), e["query_id"], e["batch_id"]) for e in manifest["stores"]] == [
+        ("store-00000", query, 0),
+        ("store-00001", query, 1),
+    ]
+    assert not _uploads_left(s3, bucket, "sink")
+    batch, streamed = _read_back(spark, uri, opts, "remote_sink_back")
+    assert batch == want
+    assert streamed == want
+
+
+@pytest.mark.slow
+def test_stream_sink_s3_restart_replays_a_batch_once(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path
+) -> None:
+    uri = f"s3a://{bucket}/sink"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    src, ckpt = tmp_path / "src", tmp_path / "ckpt"
+    t0 = time.time() - 100
+    want = _sink_files(src, [("a", 30), ("b", 20), ("c", 10)], t0)
+    _run_sink(spark, src, uri, ckpt, opts)
+    manifest = _manifest(s3, bucket, "sink")
+    assert manifest["commit"] == 3
+    (query,) = manifest["streams"]
+
+    # The driver "died" after creating batch 2's manifest, before recording the batch in the
+    # checkpoint: Spark replays it, and the manifest's record makes the replay publish nothing.
+    (ckpt / "commits" / "2").unlink()
+    (ckpt / "commits" / ".2.crc").unlink(missing_ok=True)
+    want += _sink_files(src, [("d", 15)], t0 + 10)
+    _run_sink(spark, src, uri, ckpt, opts)
+    manifest = _manifest(s3, bucket, "sink")
+    assert manifest["commit"] == 4
+    assert manifest["streams"] == {query: 3}
+    assert [e["batch_id"] for e in manifest["stores"]] == [0, 1, 2, 3]
+    assert not _uploads_left(s3, bucket, "sink"), "the replay's uploads are removed"
+    batch, streamed = _read_back(spark, uri, opts, "remote_sink_replayed")
+    assert batch == want
+    assert streamed == want
+
+
+def test_stream_sink_file_uri_round_trip(spark: Any, tmp_path: Path) -> None:
+    from rocketstore.spark._stream_writer import SINK_METADATA
+
+    root = tmp_path / "sink"
+    want = _sink_files(tmp_path / "src", [("a", 25), ("b", 12)], time.time() - 100)
+    _run_sink(spark, tmp_path / "src", f"file://{root}", tmp_path / "ckpt", {"stores": "2"})
+    # A file:// URI is a local root: the long-lived stores of the local sink.
+    assert json.loads((root / SINK_METADATA).read_text())["stores"] == 2
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["store-00000", "store-00001"]
+    batch, streamed = _read_back(spark, f"file://{root}", {}, "file_sink_back")
+    assert batch == want
+    assert streamed == want
+
+
+class _SinkTasks:
+    """Runs the stream sink's tasks on a remote root through its own code, as Spark's tasks
+    of one query would (the task identity Spark sets is patched in)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, options: dict[str, str]) -> None:
+        from tests._sink_driver import SCHEMA
+
+        from rocketstore.spark._stream_writer import RocketStoreStreamWriter
+
+        self.monkeypatch, self.options = monkeypatch, options
+        self.sink = RocketStoreStreamWriter(options, SCHEMA)
+
+    def restart(self) -> None:
+        """A new driver: the query's sink made again."""
+        self.__init__(self.monkeypatch, self.options)  # type: ignore[misc]
+
+    def task(self, run: str, batch: int, partition: int, attempt: int, bodies: list[str]) -> Any:
+        import pyarrow as pa
+
+        from rocketstore.spark import _stream_writer
+        from rocketstore.spark import _writer as writer_module
+
+        ident = ("q1", run, batch, partition, 0)
+        self.monkeypatch.setattr(_stream_writer, "_stream_identity", lambda: ident)
+        self.monkeypatch.setattr(writer_module, "_task_identity", lambda: (partition, attempt, 0))
+        rows = pa.RecordBatch.from_pydict(
+            {"topic": ["Orders"] * len(bodies), "body": bodies, "keys": ["k"] * len(bodies)}
+        )
+        return self.sink.write(iter([rows]))
+
+
+def test_stream_sink_remote_task_retry_and_replayed_commit(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = f"s3a://{bucket}/replay"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    d = _SinkTasks(monkeypatch, {"path": uri, **opts})
+    b0 = [[f"b0p{p}-{i}" for i in range(40)] for p in (0, 1)]
+    # Partition 0's first attempt uploads its store, then its task fails: Spark retries it and
+    # hands commit the retry's message only.
+    d.task("run-1", 0, 0, 10, b0[0])
+    assert s3.keys(bucket, "replay/_temporary/stream-q1/0/run-1/part-00000-10/")
+    first = [d.task("run-1", 0, 0, 11, b0[0]), d.task("run-1", 0, 1, 12, b0[1])]
+    d.sink.commit(first, 0)
+    manifest = _manifest(s3, bucket, "replay")
+    assert manifest["commit"] == 1
+    assert manifest["streams"] == {"q1": 0}
+    assert [(_number(e["path"]), e["task_attempt"]) for e in manifest["stores"]] == [
+        ("store-00000", 11),
+        ("store-00001", 12),
+    ]
+    assert not _uploads_left(s3, bucket, "replay"), "the failed attempt's upload is removed"
+
+    # A restarted driver replays batch 0 (its commit was not in the checkpoint): the tasks
+    # upload again, the commit finds the batch in the newest manifest and publishes nothing.
+    d.restart()
+    d.sink.commit([d.task("run-2", 0, p, 20 + p, b0[p]) for p in (0, 1)], 0)
+    # The first run's commit called again: nothing either.
+    d.sink.commit(first, 0)
+    assert _manifest(s3, bucket, "replay")["commit"] == 1
+    assert not s3.keys(bucket, "replay/_manifests/00000000000000000002.json")
+    assert not _uploads_left(s3, bucket, "replay"), "the replay's uploads are removed"
+
+    # A micro-batch without rows publishes nothing; the next one with rows does.
+    d.sink.commit([d.task("run-2", 1, 0, 30, [])], 1)
+    assert _manifest(s3, bucket, "replay")["commit"] == 1
+    b2 = [f"b2p0-{i}" for i in range(7)]
+    d.sink.commit([d.task("run-2", 2, 0, 31, b2)], 2)
+    manifest = _manifest(s3, bucket, "replay")
+    assert manifest["commit"] == 2
+    assert manifest["streams"] == {"q1": 2}
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001", "store-00002"]
+
+    back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
+    assert Counter(bytes(r.body).decode() for r in back.collect()) == Counter(b0[0] + b0[1] + b2)
+
+
+def test_stream_sink_remote_commit_retries_after_a_conflict(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketstore._remote import RemoteRoot
+
+    uri = f"s3a://{bucket}/race"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    d = _SinkTasks(monkeypatch, {"path": uri, **opts})
+    bodies = [f"s-{i}" for i in range(50)]
+    messages = [d.task("run-1", 0, 0, 40, bodies)]
+    # A batch job commits while the sink's commit runs: both read the same newest manifest
+    # (none) and copied to store-00000-<their own token>; the job creates manifest 1 first.
+    other = _df(spark, 100, 1, tag="job")
+    real = RemoteRoot.create_exclusive
+    raced: list[str] = []
+
+    def create(self: RemoteRoot, rel: str, data: bytes) -> None:
+        if not raced:
+            raced.append(rel)
+            other.write.format("rocketstore").mode("append").options(**opts).save(uri)
+        real(self, rel, data)
+
+    monkeypatch.setattr(RemoteRoot, "create_exclusive", create)
+    d.sink.commit(messages, 0)
+    assert raced == ["_manifests/00000000000000000001.json"]
+    manifest = _manifest(s3, bucket, "race")
+    assert manifest["commit"] == 2
+    assert manifest["streams"] == {"q1": 0}
+    assert _numbers(manifest["stores"]) == ["store-00000", "store-00001"]
+    back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
+    got = Counter(bytes(r.body).decode() for r in back.collect())
+    assert got == Counter(bodies + [f"bodyjob-{i}" for i in range(100)])
+
+
+def test_stream_sink_remote_commit_copying_after_the_winner_keeps_its_stores(
+    spark: Any, s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketstore.spark import verify
+
+    uri = f"s3a://{bucket}/race-late"
+    opts = {**s3.options(), "cacheDir": str(tmp_path / "cache")}
+    d = _SinkTasks(monkeypatch, {"path": uri, **opts})
+    bodies = [f"late-{i}" for i in range(60)]
+    messages = [d.task("run-1", 0, 0, 50, bodies)]
+    # The sink's commit reads the newest manifest (none); a batch job then commits from it
+    # too; only then does the sink copy (to the number the job published) and lose.
+    other = _df(spark, 100, 1, tag="job")
+    remote = d.sink.writer.remote
+    ran = _after_reading(
+        monkeypatch,
+        remote,
+        lambda: other.write.format("rocketstore").mode("append").options(**opts).save(uri),
+    )
+    copied = _copies_of(monkeypatch, remote)
+    d.sink.commit(messages, 0)
+    assert ran == [0]
+
+    manifest = _manifest(s3, bucket, "race-late")
+    assert manifest["commit"] == 2
+    assert manifest["streams"] == {"q1": 0}
+    job, batch = manifest["stores"]
+    assert _number(job["path"]) == "store-00000"
+    assert "query_id" not in job
+    # First try: number 0, as the job's, under the sink's own name (deleted); the retry: 1.
+    assert [_number(n) for n in copied] == ["store-00000", "store-00001"]
+    assert copied[0] != job["path"]
+    assert copied[1] == batch["path"]
+    assert not s3.keys(bucket, f"race-late/{copied[0]}/")
+    _intact(s3, bucket, "race-late", job)
+    back = spark.read.format("rocketstore").options(**opts).load(uri).select("body")
+    got = Counter(bytes(r.body).decode() for r in back.collect())
+    assert got == Counter(bodies + [f"bodyjob-{i}" for i in range(100)])
+    report = verify(spark, uri, **opts)
+    assert report.ok, str(report)
+
+
+def test_stream_sink_remote_refuses_stores_option(s3: Any) -> None:
+    from tests._sink_driver import SCHEMA
+
+    from rocketstore.exceptions import InvalidConfigError
+    from rocketstore.spark._stream_writer import RocketStoreStreamWriter
+
+    options = {"path": "s3a://bucket/sink", **s3.options(), "stores": "4"}
+    with pytest.raises(InvalidConfigError, match="stores") as info:
+        RocketStoreStreamWriter(options, SCHEMA)
+    assert info.value.key == "stores"
 
 
 # --------------------------------------------------------------------------------------
@@ -481,13 +953,16 @@ def test_cli_inspect_verify_dump_remote_and_refused(
     _df(spark, 600).write.format("rocketstore").mode("append").options(**opts).save(uri)
     fs = _fs_items(opts)
 
+    paths = [e["path"] for e in _manifest(s3, bucket, "cli")["stores"]]
+    assert _numbers(_manifest(s3, bucket, "cli")["stores"]) == ["store-00000", "store-00001"]
+
     out = _cli("inspect", uri, *fs, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "store-00000" in out.stdout
-    assert "store-00001" in out.stdout
+    assert paths[0] in out.stdout
+    assert paths[1] in out.stdout
     assert "600 messages" in out.stdout
 
-    one = _cli("inspect", f"{uri}/store-00001", "--json", *fs, cwd=tmp_path)
+    one = _cli("inspect", f"{uri}/{paths[1]}", "--json", *fs, cwd=tmp_path)
     assert one.returncode == 0, one.stderr
     assert sum(q["next_offset"] for q in json.loads(one.stdout)["queues"]) == 300
 
@@ -526,7 +1001,7 @@ def test_s3_settings_from_the_spark_conf(spark: Any, s3: Any, bucket: str) -> No
         summary = ingest(df, uri, stores=2)
         assert summary["root"] == uri
         assert summary["messages"] == 300
-        assert summary["stores"] == ["store-00000", "store-00001"]
+        assert [_number(p) for p in summary["stores"]] == ["store-00000", "store-00001"]
         df.write.format("rocketstore").mode("append").save(uri)
         assert spark.read.format("rocketstore").load(uri).count() == 600
         report = verify(spark, uri)

@@ -11,8 +11,12 @@ What a remote root holds (``<root>`` is the URI)::
     <root>/_manifests/<commit, 20 digits>.json   one per committed job, created once (the
                                                    commit point; conditionally where supported)
     <root>/_SUCCESS                                a copy of the newest manifest (a hint)
-    <root>/store-<n>/<the store's files>           the published stores
+    <root>/store-<n>-<token>/<the store's files>   the published stores (``n`` orders them,
+                                                   ``token`` is the publishing commit's own;
+                                                   older roots: ``store-<n>``)
     <root>/_temporary/<job id>/part-<p>-<attempt>/ what write tasks uploaded; never read
+    <root>/_temporary/stream-<query id>/<batch id>/<run id>/part-<p>-<attempt>/
+                                                   what the stream sink's tasks uploaded
 
 Readers never list the root: the newest manifest is found from the hint by probing the next
 commit numbers (``_manifests/<c + 1>.json``, ...), and each store is the exact list of files

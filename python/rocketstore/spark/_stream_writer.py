@@ -41,6 +41,17 @@ Options: ``stores``; ``lockTimeoutMs`` (default 600000: how long a task waits fo
 task of the same batch holds); the batch writer's ``queueSelector``, ``queueNums``,
 ``compressionType``, ``compressLevel``, ``compressOver``; any store configuration keyword (e.g.
 ``fileReservedTime``, ``mappedFileSizeCommitLog``).
+
+On a remote root (``s3a://...``, see :mod:`rocketstore._remote`) objects cannot be appended to,
+so each micro-batch is committed as a batch job of its own: task ``p`` builds a new store from
+its rows on the executor's local disk and uploads it below
+``_temporary/stream-<query id>/<batch id>/<run id>/`` (:meth:`RocketStoreWriter._write`); the
+driver's ``commit`` publishes the batch's stores with one new manifest
+(:meth:`RocketStoreWriter._commit_remote`), which records the query id and batch id in the
+manifest's ``streams``. A batch the newest manifest already records (replayed after the driver
+died between creating the manifest and recording the batch in the checkpoint) is not published
+again and its uploads are removed. Readers see a micro-batch when its manifest exists, all of
+it. Option ``stores`` does not apply (each batch publishes one store per task that had rows).
 """
 
 from __future__ import annotations
@@ -57,8 +68,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from rocketstore._stores import find_stores
-from rocketstore.exceptions import InvalidConfigError, StoreLockedError
+from rocketstore._stores import TEMPORARY, find_stores
+from rocketstore.exceptions import CommitConflictError, InvalidConfigError, StoreLockedError
 from rocketstore.spark._heap import freeze_worker_heap
 from rocketstore.spark._options import GEOMETRY_FIELDS, normalize, option_spelling, parse_int
 from rocketstore.spark._sink_log import (
@@ -70,7 +81,13 @@ from rocketstore.spark._sink_log import (
     save_commit,
     tasks_since,
 )
-from rocketstore.spark._writer import RocketStoreWriter, _bad_statuses, _fsync_dir, _prepare
+from rocketstore.spark._writer import (
+    RocketStoreWriter,
+    StoreCommitMessage,
+    _bad_statuses,
+    _fsync_dir,
+    _prepare,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -82,8 +99,10 @@ __all__ = [
     "SINK_METADATA",
     "RocketStoreStreamWriter",
     "SinkTaskMessage",
+    "SinkUploadMessage",
     "sink_config",
     "store_name",
+    "stream_uploads",
 ]
 
 #: The sink's metadata file in its root (JSON).
@@ -95,6 +114,9 @@ FAILPOINT_SIGNAL_ENV = "ROCKETSTORE_SINK_FAILPOINT_SIGNAL"
 
 #: Options of the streaming sink that are not the batch writer's.
 _SINK_OPTIONS = ("stores", "locktimeoutms", "checkpointlocation", "queryname")
+#: How many times a remote root's micro-batch commit is tried when another job created the
+#: same manifest first (each try reads the newest manifest again).
+_REMOTE_COMMIT_TRIES = 5
 
 
 def store_name(index: int) -> str:
@@ -124,6 +146,24 @@ class SinkTaskMessage(WriterCommitMessage):
     skipped: str | None  # why nothing was appended: "committed", "written" or None
 
 
+@dataclass(frozen=True)
+class SinkUploadMessage(WriterCommitMessage):
+    """What a sink task on a remote root reports: the store it uploaded (``upload.path`` is
+    None when the task had no rows)."""
+
+    query: str
+    run: str
+    batch: int
+    upload: StoreCommitMessage
+
+
+def stream_uploads(query: str, batch: int, run: str | None = None) -> str:
+    """Where the tasks of micro-batch ``batch`` of query ``query`` upload below a remote root
+    (``run``: the directory of one run of the query), e.g. ``_temporary/stream-<id>/7``."""
+    base = f"{TEMPORARY}/stream-{query}/{batch}"
+    return f"{base}/{run}" if run is not None else base
+
+
 def _stream_identity() -> tuple[str, str, int, int, int]:
     """(query id, run id, batch id, partition, attempt number) of the running sink task."""
     from pyspark import TaskContext
@@ -147,8 +187,9 @@ def _failpoint(site: str, batch: int, key: int) -> tuple[int, str] | None:
     partition, a commit's store index), as ``(rows, mode)``, if one is configured.
 
     The variable holds ``;``-separated ``<site>:<batch>:<key>:<rows>:<mode>`` entries; ``site``
-    is ``task`` (after ``rows`` rows of the first attempt of the task) or ``commit`` (before
-    the driver commits that store); ``mode`` is ``raise``, ``exit`` (the process ends at once,
+    is ``task`` (after ``rows`` rows of the first attempt of the task; local roots) or
+    ``commit`` (before the driver commits that store; on a remote root key 0, before it
+    publishes the batch); ``mode`` is ``raise``, ``exit`` (the process ends at once,
     as a killed executor or driver) or ``pause`` (the file named by ``FAILPOINT_SIGNAL_ENV`` is
     created, then the thread sleeps until the process is killed).
     """
@@ -199,30 +240,28 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
             )
             err.key = "streamId"
             raise err
-        from rocketstore._remote import resolve_root
-        from rocketstore.exceptions import UnsupportedRootError
-
-        path = str(options.get("path") or "")
-        if resolve_root(path, options)[1] is not None:
-            err = UnsupportedRootError(
-                f"store root {path!r}: the streaming sink keeps long-lived stores open on a "
-                "local or shared file system; on a remote root, append each micro-batch with "
-                "foreachBatch and df.write.format('rocketstore').mode('append')"
-            )
-            err.key = "path"
-            err.scheme = path.split(":", 1)[0].lower()
-            raise err
         given = set(rest)
         self.writer = RocketStoreWriter(rest, schema, overwrite=False, live_marker=False)
         self._given = {f for f in GEOMETRY_FIELDS if option_spelling(rest, f) in given}
+        self.lock_timeout_ms = parse_int(
+            "lockTimeoutMs", own.get("locktimeoutms", "600000"), minimum=0
+        )
+        if self.writer.remote is not None:
+            if "stores" in own:
+                err = InvalidConfigError(
+                    f"option 'stores' fixes the long-lived stores of a local sink root; on "
+                    f"{self.root} every micro-batch publishes new stores (one per task with "
+                    "rows): leave the option out"
+                )
+                err.key = "stores"
+                raise err
+            self.stores = 0
+            return
         self.stores = parse_int("stores", own.get("stores", "4"), minimum=1)
         if self.stores > 10_000:
             err = InvalidConfigError(f"option 'stores' must be 1-10000, not {self.stores}")
             err.key = "stores"
             raise err
-        self.lock_timeout_ms = parse_int(
-            "lockTimeoutMs", own.get("locktimeoutms", "600000"), minimum=0
-        )
         self._init_root(rest)
 
     @property
@@ -357,10 +396,16 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
 
     # ---- executor side ----------------------------------------------------------------
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkTaskMessage:  # type: ignore[override]
-        """Appends this task's rows to its store, unless they are there already."""
+    def write(  # type: ignore[override]
+        self, iterator: Iterator[pa.RecordBatch]
+    ) -> SinkTaskMessage | SinkUploadMessage:
+        """Appends this task's rows to its store, unless they are there already; on a remote
+        root, writes them into a new store and uploads it."""
         freeze_worker_heap()
         query, run, batch, partition, attempt = _stream_identity()
+        if self.writer.remote is not None:
+            upload = self.writer._write(iterator, upload_dir=stream_uploads(query, batch, run))
+            return SinkUploadMessage(query, run, batch, upload)
         index = (partition + batch) % self.stores
         batches = (b for b in iterator if b.num_rows > 0)
         first = next(batches, None)
@@ -432,7 +477,11 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
     # ---- driver side ------------------------------------------------------------------
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Appends the batch's commit record to every store its tasks wrote (driver side)."""
+        """Appends the batch's commit record to every store its tasks wrote (driver side); on
+        a remote root, publishes the batch's stores with a new manifest."""
+        if self.writer.remote is not None:
+            self._commit_remote(messages, batchId)
+            return
         ours: list[SinkTaskMessage] = []
         for m in messages:
             if not isinstance(m, SinkTaskMessage):
@@ -483,9 +532,58 @@ class RocketStoreStreamWriter(DataSourceStreamArrowWriter):
         finally:
             store.close()
 
+    def _commit_remote(self, messages: list[WriterCommitMessage | None], batch: int) -> None:
+        """Publishes micro-batch ``batch`` on a remote root, once (see the module docs).
+
+        Another job creating the manifest this commit meant to create (a batch write to the
+        same root) is not the batch's failure: the commit reads the newest manifest and tries
+        again, up to ``_REMOTE_COMMIT_TRIES`` times."""
+        ours: list[SinkUploadMessage] = []
+        for m in messages:
+            if not isinstance(m, SinkUploadMessage):
+                raise RuntimeError(
+                    f"rocketstore stream sink: commit got {type(m).__name__} instead of a "
+                    "SinkUploadMessage; the micro-batch is not committed"
+                )
+            ours.append(m)
+        if not ours:
+            return
+        found = {(m.query, m.batch) for m in ours}
+        if len(found) != 1 or found != {(ours[0].query, batch)}:
+            raise RuntimeError(
+                f"rocketstore stream sink: the tasks of micro-batch {batch} report queries and "
+                f"batches {sorted(found)}; the micro-batch is not committed"
+            )
+        query = ours[0].query
+        uploads = [m.upload for m in ours]
+        if all(u.path is None for u in uploads):
+            return  # no rows: nothing to publish, nothing to replay
+        remote = self.writer.remote
+        assert remote is not None
+        fail = _failpoint("commit", batch, 0)
+        if fail is not None:
+            _fail(fail[1], f"before publishing micro-batch {batch}")
+        for tried in range(1, _REMOTE_COMMIT_TRIES + 1):
+            try:
+                self.writer._commit_remote(
+                    remote, uploads, stream=(query, batch), uploads=stream_uploads(query, batch)
+                )
+                return
+            except CommitConflictError:
+                if tried == _REMOTE_COMMIT_TRIES:
+                    raise
+                time.sleep(0.05 * tried)
+
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: rows past a store's last commit record are invisible to readers
-        and cut away by the next writer of the store."""
+        """Nothing to undo on a local root: rows past a store's last commit record are
+        invisible to readers and cut away by the next writer of the store. On a remote root,
+        the batch's uploads are removed (nothing reads them either)."""
+        remote = self.writer.remote
+        if remote is None:
+            return
+        for query in {m.query for m in messages if isinstance(m, SinkUploadMessage)}:
+            with contextlib.suppress(Exception):
+                remote.delete_tree(stream_uploads(query, batchId))
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -29,9 +29,13 @@ restored.
 On a remote root (``s3a://...``, see :mod:`rocketstore._remote`) nothing is renamed: each task
 builds its store in the executor's local directory and uploads it to the same
 ``_temporary/<job id>/part-...`` name; ``commit`` copies each committed attempt's files to
-``store-<n>`` and then creates ``_manifests/<commit>.json`` (conditionally: the commit point),
-then the ``_SUCCESS`` hint. Its entries also list each store's ``files`` (name, size, data
-extents, SHA-256), the only files readers download.
+``store-<n>-<token>`` (``n`` above every store the newest manifest lists, ``token`` 16 random
+hex digits of this commit's own: a commit writes only names no other job can use) and then
+creates ``_manifests/<commit>.json`` (conditionally: the commit point), then the ``_SUCCESS``
+hint. Its entries also list each store's ``files`` (name, size, data
+extents, SHA-256), the only files readers download. The stream sink commits each micro-batch
+of a remote root the same way (``_commit_remote`` with the query and batch id, which the
+manifest's ``streams`` records so that a replayed micro-batch is published once).
 
 Manifest (``<root>/_SUCCESS``, JSON)::
 
@@ -42,7 +46,11 @@ Manifest (``<root>/_SUCCESS``, JSON)::
                  "messages": 500, "bytes": 125000, "min_offset": 0, "max_offset": 125000,
                  "queues": {"TopicA": {"0": 125, "1": 125, ...}},
                  "body_digest": "1234567890123",
-                 "config": {"mapped_file_size_commit_log": 1048576}}, ...]}
+                 "config": {"mapped_file_size_commit_log": 1048576}}, ...],
+     "streams": {"<query id>": 41}}
+
+``streams`` (only where a stream sink published) maps each streaming query's id to the last
+micro-batch it published; that query's store entries also hold ``query_id`` and ``batch_id``.
 
 ``min_offset`` is the commit log offset of the store's first record and ``max_offset`` the
 offset after its last record (the store's ``max_commitlog_offset()``); ``bytes`` is the sum
@@ -127,6 +135,11 @@ JVM_TASK_SPEC = "_jvm_task.json"
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 
 _STORE_NAME = re.compile(r"^store-(\d+)$")
+#: A store a remote commit published: ``store-<n>`` (older manifests) or
+#: ``store-<n>-<token>``, the token drawn by that commit alone.
+_REMOTE_STORE_NAME = re.compile(r"^store-(\d+)(?:-[0-9a-f]+)?$")
+#: Hex digits of a remote commit's token (64 random bits).
+_TOKEN_DIGITS = 16
 _ACCEPTED_STATUSES = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT"})
 
 
@@ -439,6 +452,29 @@ def _task_identity() -> tuple[int, int, int]:
     return ctx.partitionId(), ctx.taskAttemptId(), ctx.attemptNumber()
 
 
+def _delete_copies(remote: RemoteRoot, entries: list[dict[str, Any]]) -> None:
+    """Deletes the stores a remote commit copied (names of its own; what fails stays, unlisted
+    and never read)."""
+    for e in entries:
+        with contextlib.suppress(Exception):
+            remote.delete_tree(str(e["path"]))
+
+
+def _holds(remote: RemoteRoot, rel: str, data: bytes) -> bool | None:
+    """Whether the object ``rel`` holds exactly ``data`` (None if it cannot be read)."""
+    try:
+        return remote.read_bytes(rel) == data
+    except Exception:
+        return None
+
+
+def _published(streams: Mapping[str, Any], query: str, batch: int) -> bool:
+    """True if a manifest's ``streams`` (query id -> last published micro-batch) holds
+    micro-batch ``batch`` of query ``query``."""
+    last = streams.get(query)
+    return isinstance(last, int) and not isinstance(last, bool) and last >= batch
+
+
 class RocketStoreWriter(DataSourceArrowWriter):
     """Writes each Spark task's rows into its own store; ``commit`` publishes them.
 
@@ -614,7 +650,11 @@ class RocketStoreWriter(DataSourceArrowWriter):
         freeze_worker_heap()
         return self._write(iterator)
 
-    def _write(self, iterator: Iterator[pa.RecordBatch]) -> StoreCommitMessage:
+    def _write(
+        self, iterator: Iterator[pa.RecordBatch], *, upload_dir: str | None = None
+    ) -> StoreCommitMessage:
+        """The task's store, written (and on a remote root uploaded below ``upload_dir``,
+        default ``_temporary/<job id>``: the stream sink gives each micro-batch its own)."""
         partition, task_attempt, attempt_number = _task_identity()
         if self.remote is not None:
             # Built on this executor's local disk, uploaded once closed (see _upload).
@@ -659,7 +699,8 @@ class RocketStoreWriter(DataSourceArrowWriter):
             store.close()
             store = None
             if self.remote is not None:
-                remote_path = self._remote_job(f"part-{partition:05d}-{task_attempt}")
+                base = upload_dir if upload_dir is not None else self._remote_job()
+                remote_path = f"{base}/part-{partition:05d}-{task_attempt}"
                 uploaded = self._upload(path, remote_path)
                 stats_dict = {**stats.as_dict(), "files": uploaded}
                 _remove_tree(path)
@@ -729,7 +770,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
         return data
 
     def _existing_streams(self) -> dict[str, Any]:
-        """``streams`` of the current manifest: stream id -> its last committed micro-batch."""
+        """``streams`` of the current manifest: query id -> its last published micro-batch."""
         streams = self._read_manifest().get("streams")
         return dict(streams) if isinstance(streams, dict) else {}
 
@@ -771,7 +812,7 @@ class RocketStoreWriter(DataSourceArrowWriter):
     ) -> None:
         """Replaces the manifest atomically (write, fsync, rename, fsync the directory).
 
-        ``streams`` (stream id -> last committed micro-batch, see the stream writer) is
+        ``streams`` (query id -> last published micro-batch, see ``_commit_remote``) is
         written when not empty.
         """
         root = Path(self.root)
@@ -806,63 +847,110 @@ class RocketStoreWriter(DataSourceArrowWriter):
             manifest["streams"] = dict(sorted(streams.items()))
         return manifest
 
-    def _commit_remote(self, remote: RemoteRoot, ours: list[StoreCommitMessage]) -> None:
+    def _commit_remote(
+        self,
+        remote: RemoteRoot,
+        ours: list[StoreCommitMessage],
+        *,
+        stream: tuple[str, int] | None = None,
+        uploads: str | None = None,
+    ) -> bool:
         """Publishes on a remote root: copies each committed attempt's files to
-        ``store-<n>``, then creates the manifest of the next commit number (conditionally:
-        the commit point), then writes the ``_SUCCESS`` hint; then removes the job's
-        uploads and, with ``overwrite``, the stores the previous manifest listed.
+        ``store-<n>-<token>``, then creates the manifest of the next commit number
+        (conditionally: the commit point), then writes the ``_SUCCESS`` hint; then removes
+        the uploads and, with ``overwrite``, the stores the previous manifest listed. Returns
+        True if it published, False for a stream's micro-batch published before.
 
         Nothing is renamed and nothing is listed: ``n`` and the commit number follow the
-        newest manifest. A driver killed before the manifest exists publishes nothing (what
-        it copied is overwritten by the next commit's copies, and only listed files are
-        read); one killed after it has committed.
+        newest manifest, and ``token`` (random, drawn by this call) makes every name it
+        writes one no other commit uses, so two jobs committing from the same newest manifest
+        never write the same object. A driver killed before the manifest exists publishes
+        nothing (its copies are listed by no manifest, and only listed files are read); one
+        killed after it has committed. A commit that loses the conditional create to another
+        job (:class:`CommitConflictError`) deletes its own copies and nothing else.
+
+        ``stream`` is ``(query id, batch id)`` when the stream sink commits a micro-batch: the
+        manifest's ``streams`` maps every query that published to the root to its last
+        published batch id (carried by every later manifest, ``overwrite`` too), and a batch
+        the newest manifest already holds (a micro-batch Spark replays after a driver died
+        between this create and its checkpoint) is not published again; its uploads are
+        removed. ``uploads`` is the directory of the tasks' uploads, removed once done
+        (default: the job's ``_temporary/<job id>``).
         """
         commit, current = remote.latest_manifest()
+        recorded = (current or {}).get("streams")
+        streams = dict(recorded) if isinstance(recorded, dict) else {}
+        if stream is not None and _published(streams, *stream):
+            self._remove_uploads(remote, uploads)
+            return False
         old = [s for s in (current or {}).get("stores", []) if isinstance(s, dict) and "path" in s]
         used = [-1]
         for s in old:
-            m = _STORE_NAME.match(str(s["path"]))
+            m = _REMOTE_STORE_NAME.match(str(s["path"]))
             if m:
                 used.append(int(m.group(1)))
         index = max(used) + 1
+        # Names no other commit can choose: another job committing from the same newest
+        # manifest picks the same numbers, never the same token.
+        token = uuid.uuid4().hex[:_TOKEN_DIGITS]
+        origin = {} if stream is None else {"query_id": stream[0], "batch_id": stream[1]}
         entries: list[dict[str, Any]] = []
-        for msg in sorted(ours, key=lambda msg: msg.partition):
-            if msg.path is None:
-                continue
-            name = f"store-{index:05d}"
-            index += 1
-            remote.copy_store(msg.path, name, msg.stats.get("files", []))
-            entries.append(
-                {
-                    "path": name,
-                    "job_id": self.job_id,
-                    "partition": msg.partition,
-                    "task_attempt": msg.task_attempt,
-                    **msg.stats,
-                    "config": dict(sorted(self.config.items())),
-                }
-            )
+        try:
+            for msg in sorted(ours, key=lambda msg: msg.partition):
+                if msg.path is None:
+                    continue
+                name = f"store-{index:05d}-{token}"
+                index += 1
+                entries.append(
+                    {
+                        "path": name,
+                        "job_id": self.job_id,
+                        **origin,
+                        "partition": msg.partition,
+                        "task_attempt": msg.task_attempt,
+                        **msg.stats,
+                        "config": dict(sorted(self.config.items())),
+                    }
+                )
+                remote.copy_store(msg.path, name, msg.stats.get("files", []))
+        except BaseException:
+            _delete_copies(remote, entries)  # this commit's own names only
+            raise
+        if stream is not None:
+            streams[stream[0]] = stream[1]
         kept = [] if self.overwrite else old
-        streams = {} if self.overwrite else dict((current or {}).get("streams") or {})
         manifest = self._manifest(kept + entries, streams)
         manifest["commit"] = commit + 1
         data = (json.dumps(manifest, indent=1) + "\n").encode()
         try:
             remote.create_exclusive(manifest_name(commit + 1), data)
-        except BaseException:
-            for e in entries:
-                with contextlib.suppress(Exception):
-                    remote.delete_tree(str(e["path"]))
-            raise
+        except BaseException as failure:
+            # A create that failed may still have happened (a request retried after its first
+            # try landed answers "exists"): a manifest holding exactly these bytes is ours and
+            # the commit stands. Otherwise every name copied to is this commit's own, so
+            # removing them cannot touch what another job published; if the check itself
+            # fails they stay, unlisted, and are never read.
+            created = _holds(remote, manifest_name(commit + 1), data)
+            if created is False:
+                _delete_copies(remote, entries)
+            if not created or not isinstance(failure, Exception):
+                raise
         # Committed. The hint and the clean-up may fail without undoing the commit.
         with contextlib.suppress(OSError):
             remote.write_bytes(MANIFEST, data)
         with contextlib.suppress(OSError):
-            self._cleanup()
+            self._remove_uploads(remote, uploads)
         if self.overwrite:
             for s in old:
                 with contextlib.suppress(OSError):
                     remote.delete_tree(str(s["path"]))
+        return True
+
+    def _remove_uploads(self, remote: RemoteRoot, uploads: str | None) -> None:
+        if uploads is None:
+            self._cleanup()
+        else:
+            remote.delete_tree(uploads)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Publishes one store per partition and writes the manifest (driver side)."""
