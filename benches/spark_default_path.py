@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketstore._bench import _tree_cpu_seconds, bench_table, spark_input_table
+from rocketstore._bench import bench_table, spark_input_table
+from rocketstore._bench_common import tree_cpu_seconds
 
 #: The variants, in the order of the first round (later rounds alternate).
 VARIANTS = ("parquet_write", "rocketstore_write", "parquet_read", "rocketstore_read")
@@ -71,9 +72,9 @@ def measure(
 
     def run(variant: str) -> tuple[float, float]:
         fmt, what = variant.split("_")
-        c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+        c0, t0 = tree_cpu_seconds(), time.perf_counter()
         (write if what == "write" else read)(fmt)
-        return time.perf_counter() - t0, _tree_cpu_seconds() - c0
+        return time.perf_counter() - t0, tree_cpu_seconds() - c0
 
     got: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     for v in VARIANTS:  # warm-up: JIT, Python workers, the formats' classes

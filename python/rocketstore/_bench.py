@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 import rocketstore
-from rocketstore._bench_common import QUEUES, TOPICS, Figure
+from rocketstore._bench_common import QUEUES, TOPICS, Figure, tree_cpu_seconds
 from rocketstore._bench_common import has as _has
 from rocketstore._bench_common import wait_dispatched as _wait_dispatched
 
@@ -800,40 +800,6 @@ def _sqlite(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
 # --------------------------------------------------------------------------------------
 
 
-def _tree_cpu_seconds() -> float:
-    """CPU time of this process and every descendant (Spark's JVM, its Python workers).
-
-    Sums ``utime + stime + cutime + cstime`` from ``/proc`` over the process tree: a child
-    that exits and is reaped by a parent in the tree moves into that parent's ``cutime``, so
-    the sum only grows. 0.0 where ``/proc`` is missing.
-    """
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    stats: dict[int, tuple[int, int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return 0.0
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        rest = text[text.rindex(")") + 2 :].split()
-        stats[int(name)] = (int(rest[1]), sum(int(x) for x in rest[11:15]))
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        total += stats.get(pid, (0, 0))[1]
-        todo.extend(children.get(pid, []))
-    return total / tick
-
-
 def spark_input_table(t: Any) -> Any:
     """The columns of a bench table that the Spark benchmarks write, with the dictionary
     columns as plain strings (what a DataFrame holds)."""
@@ -928,11 +894,11 @@ def _spark_read_variants(spark: Any, p: Path, data: _Data, jvm_loaded: bool) -> 
     try:
         for fig_name, what, read in variants:
             read().agg(F.sum(F.length("body"))).collect()  # warm-up
-            c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+            c0, t0 = tree_cpu_seconds(), time.perf_counter()
             total = read().agg(F.sum(F.length("body"))).collect()
             seconds = time.perf_counter() - t0
             fig = Figure(fig_name, data.size, data.n, seconds, data.body_bytes)
-            fig.cpu_seconds = _tree_cpu_seconds() - c0
+            fig.cpu_seconds = tree_cpu_seconds() - c0
             fig.note = f"{what}: sum(length(body)) = {total[0][0]}"
             figs.append(fig)
     finally:
@@ -998,10 +964,10 @@ def _spark_sink(spark: Any, base: Path, df: Any, data: _Data) -> list[Figure]:
                 figs.append(Figure(name, data.size, skipped=f"{type(e).__name__}: {e}"[:400]))
                 continue
             with _fresh_dir(base, name) as p:
-                c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+                c0, t0 = tree_cpu_seconds(), time.perf_counter()
                 run_one(p)
                 fig = Figure(name, data.size, data.n, time.perf_counter() - t0, data.body_bytes)
-                fig.cpu_seconds = _tree_cpu_seconds() - c0
+                fig.cpu_seconds = tree_cpu_seconds() - c0
                 fig.note = notes[name] + f"; {SINK_FILES} Parquet files of the same rows"
                 figs.append(fig)
                 _shutil.rmtree(str(p) + "-ckpt", ignore_errors=True)
@@ -1079,11 +1045,11 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                     figs.append(Figure(name, data.size, skipped=skipped))
                     continue
             with _fresh_dir(base, name) as p:
-                c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+                c0, t0 = tree_cpu_seconds(), time.perf_counter()
                 write(p)
                 seconds = time.perf_counter() - t0
                 fig = Figure(name, data.size, data.n, seconds, data.body_bytes)
-                fig.cpu_seconds = _tree_cpu_seconds() - c0
+                fig.cpu_seconds = tree_cpu_seconds() - c0
                 fig.note = (
                     "local[2], 2 partitions, cached DataFrame; after one warm-up write; "
                     "CPU of driver, JVM and Python workers"
@@ -1099,11 +1065,11 @@ def _spark(base: Path, data: _Data, opts: BenchOptions) -> list[Figure]:
                 if name == "spark_rocketstore":
                     spark.conf.set(ENABLED_CONF, "true")
                 total = read(p).agg(F.sum(F.length("body"))).collect()  # warm-up
-                c0, t0 = _tree_cpu_seconds(), time.perf_counter()
+                c0, t0 = tree_cpu_seconds(), time.perf_counter()
                 total = read(p).agg(F.sum(F.length("body"))).collect()
                 seconds = time.perf_counter() - t0
                 fig = Figure(read_name, data.size, data.n, seconds, data.body_bytes)
-                fig.cpu_seconds = _tree_cpu_seconds() - c0
+                fig.cpu_seconds = tree_cpu_seconds() - c0
                 fig.note = f"sum(length(body)) = {total[0][0]}, after one warm-up read"
                 if name == "spark_rocketstore":
                     fig.note += " (JVM reader)" if jvm_loaded else " (Python reader: no jar)"

@@ -3,11 +3,12 @@ waits on a store (``_bench``, ``_bench_peers``)."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["QUEUES", "TOPICS", "Figure", "has", "wait_dispatched"]
+__all__ = ["QUEUES", "TOPICS", "Figure", "has", "tree_cpu_seconds", "wait_dispatched"]
 
 TOPICS = 4
 QUEUES = 8
@@ -65,3 +66,37 @@ def wait_dispatched(store: Any, limit_s: float = 120.0) -> float:
             break
         time.sleep(0.001)
     return time.perf_counter() - t0
+
+
+def tree_cpu_seconds() -> float:
+    """CPU time of this process and every descendant (Spark's JVM, its Python workers).
+
+    Sums ``utime + stime + cutime + cstime`` from ``/proc`` over the process tree: a child
+    that exits and is reaped by a parent in the tree moves into that parent's ``cutime``, so
+    the sum only grows. 0.0 where ``/proc`` is missing.
+    """
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    stats: dict[int, tuple[int, int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        rest = text[text.rindex(")") + 2 :].split()
+        stats[int(name)] = (int(rest[1]), sum(int(x) for x in rest[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0))[1]
+        todo.extend(children.get(pid, []))
+    return total / tick

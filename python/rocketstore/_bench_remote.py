@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rocketstore._bench_common import Figure
+from rocketstore._bench_common import Figure, tree_cpu_seconds
 
 __all__ = ["REMOTE_NAMES", "run_remote"]
 
@@ -124,8 +124,6 @@ def _measure(
     from pyarrow import fs as pafs
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
-
-    from rocketstore._bench import _tree_cpu_seconds
 
     client = boto3.client(
         "s3",
@@ -258,11 +256,11 @@ def _measure(
         figs: list[Figure] = []
         for name, what, fn in phases:
             say(f"[remote] {name} ...")
-            srv0, cpu0, t0 = _proc_cpu(server_pid), _tree_cpu_seconds(), time.perf_counter()
+            srv0, cpu0, t0 = _proc_cpu(server_pid), tree_cpu_seconds(), time.perf_counter()
             rows = fn()
             seconds = time.perf_counter() - t0
             srv = _proc_cpu(server_pid) - srv0
-            cpu = _tree_cpu_seconds() - cpu0 - srv  # the server is a child of this process
+            cpu = tree_cpu_seconds() - cpu0 - srv  # the server is a child of this process
             if rows != n:
                 raise RuntimeError(f"rocketstore bench --remote: {name} saw {rows} of {n} rows")
             fig = Figure(name, body_bytes, n, seconds, n * body_bytes, cpu_seconds=cpu)
