@@ -119,6 +119,8 @@ def choose(root: str, topic: str, keys: object, selector: str) -> int:
     """The queue of one message put without ``queue_id``."""
     _check_selector(selector)
     n = topic_queue_nums(root, topic)
+    if n <= 1:
+        return 0
     if selector == "hash":
         text = _keys_text(keys)
         if text is not None:
@@ -212,6 +214,8 @@ def fill_arrow_any(root: str, data: Any, selector: str) -> Any:
     import pyarrow as pa
 
     _check_selector(selector)
+    if not any(n > 1 for n in _load_topics(root).values()):
+        return data  # every topic has one queue: queue 0, the native put's default
     if isinstance(data, pa.RecordBatch):
         batch = data
         names = batch.schema.names
@@ -226,7 +230,7 @@ def fill_arrow_any(root: str, data: Any, selector: str) -> Any:
         batch = table.combine_chunks().to_batches()[0]
     try:
         # Malformed buffers (which the native put refuses with a typed error) must not reach
-        # pyarrow's compute kernels, which trust them.
+        # pyarrow's compute kernels (or the chooser), which trust them.
         batch.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowException):
         return batch
