@@ -200,25 +200,36 @@ class MessageStore(_native.MessageStore):
         """
         if queue_id is None:
             queue_id = _queues.choose(self.path, topic, keys, queue_selector)
-        return super().put(
-            topic,
-            body,
-            queue_id=queue_id,
-            tags=tags,
-            keys=keys,
-            properties=properties,
-            flag=flag,
-            born_timestamp=born_timestamp,
-            born_host=born_host,
-            store_host=store_host,
-            delay_level=delay_level,
-            transaction=transaction,
-            prepared_transaction_offset=prepared_transaction_offset,
-            producer_group=producer_group,
-            compression=compression,
-            compress_level=compress_level,
-            compress_over=compress_over,
-        )
+        # Only the arguments given are passed on: each keyword the native call matches costs
+        # more than the put of a small message itself.
+        kw: dict[str, Any] = {}
+        if tags is not None:
+            kw["tags"] = tags
+        if keys is not None:
+            kw["keys"] = keys
+        if properties is not None:
+            kw["properties"] = properties
+        if flag != 0:
+            kw["flag"] = flag
+        if born_timestamp is not None:
+            kw["born_timestamp"] = born_timestamp
+        if born_host is not None:
+            kw["born_host"] = born_host
+        if store_host is not None:
+            kw["store_host"] = store_host
+        if delay_level != 0:
+            kw["delay_level"] = delay_level
+        if transaction is not None:
+            kw["transaction"] = transaction
+        if prepared_transaction_offset != 0:
+            kw["prepared_transaction_offset"] = prepared_transaction_offset
+        if producer_group is not None:
+            kw["producer_group"] = producer_group
+        if compression is not None:
+            kw["compression"] = compression
+            kw["compress_level"] = compress_level
+            kw["compress_over"] = compress_over
+        return super().put(topic, body, queue_id=queue_id, **kw)
 
     @overload
     def put_batch(
