@@ -57,7 +57,8 @@ ifneq ($(PY_LIBDIR),)
 export LD_LIBRARY_PATH := $(PY_LIBDIR)$(if $(LD_LIBRARY_PATH),:$(LD_LIBRARY_PATH))
 endif
 
-say = @printf '\n==> %s\n' "$(1)"
+# Each section says when it started (UTC), so a CI log shows where the time goes.
+say = @printf '\n==> [%s] %s\n' "$$(date -u +%H:%M:%S)" "$(1)"
 
 .PHONY: help venv build jvm wheel lint lint-rust lint-python fmt-check clippy rustdoc ruff mypy stubtest py-import-cycles layering shared-builds \
 	test test-all test-rust test-rust-all rust-tests rust-doctests rust-crash-tests \

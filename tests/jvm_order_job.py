@@ -4,9 +4,10 @@ A plain ``SparkSession.builder.master("local[2]").getOrCreate()`` (no configurat
 with ``import rocketstore.spark`` before it (ORDER ``before``), after it (``after``) or never
 (``never``: Spark finds the Python data source through ``pyspark_rocketstore``, the wheel's
 ``.pth`` puts the JVM connector on the driver's classpath). It writes 2,000 rows with
-``format("rocketstore")`` in 2 tasks, reads them back and aggregates, then does the same with
-``spark.rocketstore.jvm=false``. Prints one JSON line: the plans of the reads, the write
-commands' plans, and the counts (tests/test_wheel.py checks them).
+``format("rocketstore")`` in 2 tasks, reads them back and aggregates, then (unless a third
+argument ``--no-fallback`` is given) does the same with ``spark.rocketstore.jvm=false``.
+Prints one JSON line: the plans of the reads, the write commands' plans, and the counts
+(tests/test_wheel.py checks them).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 order, work = sys.argv[1], Path(sys.argv[2])
+fallback = sys.argv[3:] != ["--no-fallback"]
 assert order in ("before", "after", "never"), order
 
 if order == "before":
@@ -72,11 +74,13 @@ def connector_jar() -> str | None:
 
 report: dict[str, Any] = {"order": order, "default": job(work / "default")}
 report["connector_jar"] = connector_jar()
-spark.conf.set("spark.rocketstore.jvm", "false")
-report["off"] = job(work / "off")
+if fallback:
+    spark.conf.set("spark.rocketstore.jvm", "false")
+    report["off"] = job(work / "off")
+writes = 2 if fallback else 1
 deadline = time.monotonic() + 30
 plans = write_plans()
-while sum("AppendData" in p for p in plans) < 2 and time.monotonic() < deadline:
+while sum("AppendData" in p for p in plans) < writes and time.monotonic() < deadline:
     time.sleep(0.2)
     plans = write_plans()
 report["write_plans"] = [p for p in plans if "AppendData" in p]

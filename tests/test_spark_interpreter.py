@@ -166,6 +166,9 @@ def test_unavailable_source_fails_every_entry_point() -> None:
 # --------------------------------------------------------------------------------------
 
 
+# `make test` runs the same script from the wheel in a bare venv (tests/test_wheel.py); this is
+# the development venv's variant.
+@pytest.mark.slow
 @pytest.mark.spark
 def test_unactivated_venv_script_runs_spark_with_its_own_interpreter(
     bare_python: Path, tmp_path: Path

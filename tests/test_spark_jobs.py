@@ -402,6 +402,8 @@ def _ingested(spark: SparkSession, root: Path, n: int) -> DataFrame:
     return df
 
 
+# `make demo` runs the same ingest + verify of 1,000,000 rows; `make test` has the smaller ones.
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_round_trip_1m_messages(spark: SparkSession, tmp_path: Path) -> None:
     """A million rows written and read back equal the source (about 20 s on local[2])."""

@@ -162,14 +162,17 @@ def test_wheel_runs_put_arrow_lookup_and_spark_in_a_bare_unactivated_venv(
     assert report["spark_bodies"] == ["spark-0", "spark-1", "spark-2"]
 
 
-def _run_order_job(python: Path, order: str, work: Path, **env: str) -> tuple[dict[str, Any], str]:
-    """Runs tests/jvm_order_job.py with the wheel's interpreter; its report and stderr."""
+def _run_order_job(
+    python: Path, order: str, work: Path, *, fallback: bool = True, **env: str
+) -> tuple[dict[str, Any], str]:
+    """Runs tests/jvm_order_job.py with the wheel's interpreter (``fallback``: also the jobs
+    with ``spark.rocketstore.jvm=false``); its report and stderr."""
     work.mkdir(parents=True)
     script = work / ORDER_JOB.name
     shutil.copyfile(ORDER_JOB, script)
     environ = {**unactivated_env(), "PYSPARK_PYTHON": str(python), **env}
     proc = subprocess.run(
-        [str(python), str(script), order, str(work)],
+        [str(python), str(script), order, str(work), *([] if fallback else ["--no-fallback"])],
         cwd=work,
         env=environ,
         capture_output=True,
@@ -193,14 +196,22 @@ def test_a_plain_session_takes_the_jvm_connector_in_any_import_order(
     """``import rocketstore.spark`` before the session, after it, or never: a plain
     ``SparkSession.builder.master("local[2]").getOrCreate()`` reads with the JVM scan and writes
     with the JVM writer; with ``spark.rocketstore.jvm=false`` the Python data source serves
-    both and says why once, in one line."""
-    report, stderr = _run_order_job(wheel_venv, order, tmp_path / "work")
+    both and says why once, in one line (checked with ``after``, where the module registers the
+    source on a running session, and ``never``, where Spark discovers it; ``before`` registers it
+    the way ``after`` does)."""
+    fallback = order != "before"
+    report, stderr = _run_order_job(wheel_venv, order, tmp_path / "work", fallback=fallback)
     assert report["imported"] == (order != "never")
     # The wheel's jar, in the new virtualenv.
     assert Path(report["connector_jar"]).is_relative_to(wheel_venv.parent.parent), report
     want = {"Tag0": 667, "Tag1": 667, "Tag2": 666}
     assert report["default"]["counts"] == want
     assert "rocketstore JVM reader [body, tags]" in report["default"]["read_plan"]
+    if not fallback:
+        [jvm_write] = report["write_plans"]
+        assert "rocketstore JVM writer" in jvm_write, jvm_write
+        assert "Python data source serves" not in stderr, stderr[-4000:]
+        return
     assert report["off"]["counts"] == want
     assert "(Python)" in report["off"]["read_plan"], report["off"]["read_plan"]
     assert "JVM reader" not in report["off"]["read_plan"]
@@ -220,7 +231,7 @@ def test_the_environment_switch_keeps_the_jar_out(wheel_venv: Path, tmp_path: Pa
     """``ROCKETSTORE_SPARK_JVM=0``: no JVM connector in the session; ``import rocketstore.spark``
     says so once, in one line, and the Python data source serves the jobs."""
     report, stderr = _run_order_job(
-        wheel_venv, "after", tmp_path / "work", ROCKETSTORE_SPARK_JVM="0"
+        wheel_venv, "after", tmp_path / "work", fallback=False, ROCKETSTORE_SPARK_JVM="0"
     )
     assert report["connector_jar"] is None
     assert "(Python)" in report["default"]["read_plan"]
