@@ -125,49 +125,42 @@ $(NATIVE_STAMP): $(DEPS_STAMP) $(ZIG_STAMP) $(RUST_INPUTS) pyproject.toml $(NATI
 
 # ---- the JVM Spark connector: jvm/ (Java, javac) + crates/rocketstore-jni (the .so) ---------
 # One jar, python/rocketstore/spark/jvm/rocketstore-spark.jar (gitignored; the wheel ships it),
-# holding the classes and, as the resource rocketstore/spark/native/linux-<arch>/, the native
-# library, which every JVM that has the jar (the driver's and each executor's) loads from it.
-# `make jvm` packs the library built here (this machine's glibc); `make wheel` packs one linked by
-# zig against glibc 2.28's symbols, as the extension is. Without javac the jar is skipped (with a
+# holding the classes and, as the resource rocketstore/spark/native/linux-<arch>/ (glibc; a musl
+# build's is linux-<arch>-musl/), the native library, which every JVM that has the jar (the
+# driver's and each executor's) loads from it. jvm/build.py is the recipe, here and in the
+# release workflow. The library is linked by zig against glibc 2.28's symbols, as the extension
+# is, for `make jvm` and `make wheel` alike. Without javac the jar is skipped (with a
 # note) and Spark jobs use the Python data source.
 JVM_DIR      := python/rocketstore/spark/jvm
 JVM_JAR      := $(JVM_DIR)/rocketstore-spark.jar
 JVM_SOURCES  := $(shell find jvm/src -type f 2>/dev/null)
 JVM_LIB      := $(VENV)/jni/librocketstore_jni.so
-JNI_RESOURCE := rocketstore/spark/native/linux-$(ARCH)
 
-$(JVM_LIB): $(DEPS_STAMP) $(ZIG_STAMP) $(RUST_INPUTS)
+$(JVM_LIB): $(DEPS_STAMP) $(ZIG_STAMP) $(RUST_INPUTS) jvm/build.py
 	$(call say,Building the JVM connector's native library (crates/rocketstore-jni, release, $(RUST_TRIPLE) linked by zig against glibc 2.28))
-	@# As maturin builds the extension: the library alone, as a cdylib, in the same target and
-	@# environment. Its dependencies are then compiled as for the extension (bitcode only, for the
-	@# cdylib's LTO), so the build reuses them (tests/check_shared_builds.py); with the crate's rlib
-	@# as well they would be compiled again. Debug info off (41 MB -> a few MB); the symbol table
-	@# stays for profilers.
-	$(ZIG_ENV) $(CARGO) rustc $(LOCKED) --release --target $(RUST_TRIPLE) \
-		-p rocketstore-jni --lib --crate-type cdylib -- -C strip=debuginfo
-	@mkdir -p $(dir $@)
-	cp $(RELEASE_DIR)/librocketstore_jni.so $@
+	@# jvm/build.py (shared with the release workflow) builds it as maturin builds the extension:
+	@# the library alone, as a cdylib, in the same target and environment. Its dependencies are
+	@# then compiled as for the extension (bitcode only, for the cdylib's LTO), so the build reuses
+	@# them (tests/check_shared_builds.py); with the crate's rlib as well they would be compiled
+	@# again.
+	$(ZIG_ENV) CARGO="$(CARGO)" $(PY) jvm/build.py jni $(LOCKED) --target $(RUST_TRIPLE) --out $@
 
-# pack-jar LIB: compiles jvm/ against PySpark's jars and writes $(JVM_JAR) with LIB inside.
+# pack-jar LIB: compiles jvm/ against PySpark's jars and writes $(JVM_JAR) with LIB inside
+# (jvm/build.py, the recipe the release workflow runs too).
 define pack-jar
-	@javac="$${JAVA_HOME:+$$JAVA_HOME/bin/}javac"; jar="$${JAVA_HOME:+$$JAVA_HOME/bin/}jar"; \
-	if ! command -v "$$javac" >/dev/null 2>&1 || ! command -v "$$jar" >/dev/null 2>&1; then \
-		echo "NOTE: no javac/jar: the JVM Spark connector is not built; Spark jobs use the Python data source."; \
+	@javac="$${JAVA_HOME:+$$JAVA_HOME/bin/}javac"; \
+	if ! command -v "$$javac" >/dev/null 2>&1; then \
+		echo "NOTE: no javac: the JVM Spark connector is not built; Spark jobs use the Python data source."; \
 		exit 0; \
 	fi; \
 	printf '\n==> %s\n' "Compiling the JVM Spark connector (jvm/) against PySpark's jars into $(JVM_JAR), with $(1)"; \
-	jars="$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"; \
 	out="$$(mktemp -d)"; trap 'rm -rf "$$out"' EXIT; \
-	"$$javac" --release 17 -Xlint:all -Xlint:-path -Xlint:-classfile -Xlint:-serial -Werror \
-		-d "$$out" -cp "$$jars/*" $$(find jvm/src/main/java -name '*.java'); \
-	if [ -d jvm/src/main/resources ]; then cp -r jvm/src/main/resources/. "$$out/"; fi; \
-	mkdir -p "$$out/$(JNI_RESOURCE)" $(JVM_DIR); \
-	cp $(1) "$$out/$(JNI_RESOURCE)/librocketstore_jni.so"; \
+	$(PY) jvm/build.py classes --out "$$out/classes"; \
 	rm -f $(JVM_DIR)/librocketstore_jni.so; \
-	"$$jar" --create --file $(JVM_JAR).tmp -C "$$out" . && mv $(JVM_JAR).tmp $(JVM_JAR)
+	$(PY) jvm/build.py jar --classes "$$out/classes" --lib $(1) --target $(RUST_TRIPLE) --out $(JVM_JAR)
 endef
 
-$(JVM_JAR): $(DEPS_STAMP) $(JVM_SOURCES) $(JVM_LIB)
+$(JVM_JAR): $(DEPS_STAMP) $(JVM_SOURCES) $(JVM_LIB) jvm/build.py
 	$(call pack-jar,$(JVM_LIB))
 
 jvm: $(JVM_JAR) ## Build the JVM Spark connector (one jar, the native library inside) into python/rocketstore/spark/jvm/

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python tests/check_wheel.py --max-glibc 2.28 --require-sdist dist   # make wheel
-    python tests/check_wheel.py --musllinux 1.2 dist/*musllinux*.whl      # release workflow
+    python tests/check_wheel.py --max-glibc 2.28 --require-sdist --require-jvm dist  # make wheel
+    python tests/check_wheel.py --require-jvm --musllinux 1.2 dist                   # release
 
 Arguments are wheel/sdist files or directories holding them. Each wheel (manylinux by default,
 ``--musllinux X.Y`` for musl ones):
@@ -17,9 +17,10 @@ Arguments are wheel/sdist files or directories holding them. Each wheel (manylin
   ``GLIBC_`` symbol version above ``--max-glibc`` (none at all for musl), read with pyelftools;
 * the JVM connector, ``rocketstore/spark/jvm/rocketstore-spark.jar`` (required with
   ``--require-jvm``, as ``make wheel`` passes): ``rocketstore/DefaultSource.class``, no
-  ``DataSourceRegister`` service, and for the wheel's architecture the JNI library
-  ``rocketstore/spark/native/linux-<arch>/librocketstore_jni.so``, whose ELF is checked as the
-  extension's is; with it, the classpath hook ``_rocketstore_spark_jvm.py`` and its ``.pth``;
+  ``DataSourceRegister`` service, and for the wheel's platform the JNI library (and no other)
+  ``rocketstore/spark/native/linux-<arch>[-musl]/librocketstore_jni.so``, whose ELF is checked
+  as the extension's is (a musl one may also need ``libgcc_s.so.1``, which a musl JVM has
+  loaded); with it, the classpath hook ``_rocketstore_spark_jvm.py`` and its ``.pth``;
 * ``auditwheel show`` (printed, then read as JSON): platform tag within the limit, no external
   library left to vendor, no ``GLIBC_`` version above the limit.
 
@@ -61,6 +62,7 @@ __all__ = [
     "check_versioned_symbols",
     "check_wheel",
     "main",
+    "native_platform",
 ]
 
 #: Shared libraries a manylinux wheel may need from the system (PEP 600's glibc set).
@@ -105,6 +107,9 @@ JAR = "rocketstore/spark/jvm/rocketstore-spark.jar"
 PTH = "rocketstore_spark_jvm.pth"
 CLASSPATH_MODULE = "_rocketstore_spark_jvm/__init__.py"
 REGISTER_SERVICE = "org.apache.spark.sql.sources.DataSourceRegister"
+#: The JNI library's directories inside the jar: ``<NATIVE_PREFIX>/<platform>/<LIBRARY>``.
+NATIVE_PREFIX = "rocketstore/spark/native"
+LIBRARY = "librocketstore_jni.so"
 
 _GLIBC = re.compile(r"^GLIBC_(\d+)\.(\d+)(?:\.\d+)?$")
 
@@ -259,12 +264,30 @@ def check_jar(data: bytes, tags: Iterable[Tag], policy: Policy = MANYLINUX_2_28)
         if not arches:
             problems.append(f"{JAR}: no x86_64/aarch64 platform tag to check its library for")
         for arch in arches:
-            lib = f"rocketstore/spark/native/linux-{arch}/librocketstore_jni.so"
+            lib = f"{NATIVE_PREFIX}/{native_platform(arch, policy)}/{LIBRARY}"
             if lib not in names:
                 problems.append(f"{JAR}: no {lib}")
             else:
-                problems += check_elf(jar.read(lib), f"{JAR}!/{lib}", policy)
+                # A musl JVM has libgcc_s loaded (libjvm.so is C++), and Rust's musl cdylibs
+                # link it for unwinding; the wheel's extension gets a vendored copy instead.
+                extra = ["libgcc_s.so.1"] if policy.family == "musllinux" else []
+                problems += check_elf(jar.read(lib), f"{JAR}!/{lib}", policy, extra)
+        others = sorted(
+            n
+            for n in names
+            if n.startswith(NATIVE_PREFIX + "/")
+            and n.endswith("/" + LIBRARY)
+            and n not in {f"{NATIVE_PREFIX}/{native_platform(a, policy)}/{LIBRARY}" for a in arches}
+        )
+        problems += [f"{JAR}: holds {n}, which is not for this wheel's platform" for n in others]
     return problems
+
+
+def native_platform(arch: str, policy: Policy) -> str:
+    """The jar's directory for the library of ``arch`` under ``policy`` (jvm/build.py names it
+    so, and ``rocketstore.spark.NativeLibrary`` looks there): ``linux-<arch>`` for manylinux,
+    ``linux-<arch>-musl`` for musllinux."""
+    return f"linux-{arch}" + ("-musl" if policy.family == "musllinux" else "")
 
 
 def check_auditwheel(wheel: Path, policy: Policy = MANYLINUX_2_28) -> list[str]:

@@ -30,6 +30,7 @@ from tests.check_wheel import (
     MANYLINUX_2_28,
     Policy,
     check_elf,
+    check_jar,
     check_tags,
     check_versioned_symbols,
     check_wheel,
@@ -92,6 +93,34 @@ def test_elf_reader_sees_the_native_modules_libraries_and_versions() -> None:
     assert not any("does not guarantee" in p for p in problems), problems
     musl = check_elf(so.read_bytes(), so.name, Policy("musllinux", (1, 2)))
     assert any("needs libc.so.6, which musllinux_1_2 does not guarantee" in p for p in musl)
+
+
+def _jar_with(tmp_path: Path, platform_dir: str) -> bytes:
+    """A connector jar holding the extension module (any ELF) as the library of ``platform_dir``."""
+    path = tmp_path / f"{platform_dir}.jar"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("rocketstore/DefaultSource.class", b"")
+        lib = f"rocketstore/spark/native/{platform_dir}/librocketstore_jni.so"
+        zf.write(rocketstore._native.__file__ or "", lib)
+    return path.read_bytes()
+
+
+def test_the_jar_must_carry_the_library_of_the_wheels_own_libc(tmp_path: Path) -> None:
+    """A musllinux wheel's jar carries linux-<arch>-musl/ (which only a musl JVM loads) and no
+    glibc library; a manylinux wheel's carries linux-<arch>/."""
+    musl = Policy("musllinux", (1, 2))
+    tags = {Tag("cp311", "abi3", "musllinux_1_2_x86_64")}
+    # The glibc directory in a musllinux wheel: its own library is missing, the other is refused.
+    problems = check_jar(_jar_with(tmp_path, "linux-x86_64"), tags, musl)
+    assert any("no rocketstore/spark/native/linux-x86_64-musl/" in p for p in problems), problems
+    assert any("which is not for this wheel's platform" in p for p in problems), problems
+    # The musl directory: found and checked as an ELF for musl (this glibc build then fails it).
+    problems = check_jar(_jar_with(tmp_path, "linux-x86_64-musl"), tags, musl)
+    assert not any("no rocketstore/spark/native" in p for p in problems), problems
+    assert any("needs libc.so.6" in p for p in problems), problems
+    glibc = {Tag("cp311", "abi3", "manylinux_2_28_x86_64")}
+    problems = check_jar(_jar_with(tmp_path, "linux-x86_64-musl"), glibc, MANYLINUX_2_28)
+    assert any("no rocketstore/spark/native/linux-x86_64/" in p for p in problems), problems
 
 
 def test_the_built_wheel_passes_the_checker() -> None:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import rocketstore
+from rocketstore.cli import _connector
 from rocketstore.cli._demo import demo_local
-from rocketstore.cli._errors import EXIT_CODES_HELP, EXIT_DEPENDENCY, CliError
+from rocketstore.cli._errors import (
+    EXIT_CODES_HELP,
+    EXIT_DEPENDENCY,
+    EXIT_IO,
+    EXIT_USAGE,
+    CliError,
+)
 from rocketstore.cli._tools import (
     cmd_bench,
     cmd_dump,
@@ -591,24 +599,59 @@ def _add_rebuild_indexes(sub: _Commands) -> None:
 
 
 def cmd_spark_jar(args: argparse.Namespace) -> int:
-    """``rocketstore spark-jar``: the JVM connector's jar, for ``--jars`` (no PySpark needed)."""
-    del args
-    jar = Path(rocketstore.__file__).parent / "spark" / "jvm" / "rocketstore-spark.jar"
+    """``rocketstore spark-jar``: the JVM connector's jar, for ``--jars``; with
+    ``--maven-local``, installed into a local Maven repository, its coordinate for ``--packages``
+    (no PySpark needed)."""
+    if args.repo is not None and not args.maven_local:
+        raise CliError("--repo is for --maven-local", EXIT_USAGE)
+    jar = _connector.connector_jar()
     if not jar.is_file():
         raise CliError(f"this installation has no JVM connector ({jar})", EXIT_DEPENDENCY)
-    print(jar)
+    if not args.maven_local:
+        print(jar)
+        return 0
+    repo = Path(args.repo).expanduser().absolute() if args.repo else None
+    default = _connector.default_repository()
+    try:
+        coord, installed = _connector.install_maven_local(jar, repo or default)
+    except ValueError as e:
+        raise CliError(str(e), EXIT_DEPENDENCY) from e
+    except OSError as e:
+        raise CliError(f"cannot install into {repo or default}: {e}", EXIT_IO) from e
+    flags = f"--packages {coord}"
+    if repo is not None and repo != default:
+        flags += f" --repositories {repo.as_uri()}"
+    print(f"rocketstore: installed {installed}; use: spark-submit {flags} ...", file=sys.stderr)
+    print(coord)
     return 0
 
 
 def _add_spark_jar(sub: _Commands) -> None:
     jar = sub.add_parser(
         "spark-jar",
-        help="print the path of the JVM Spark connector's jar (for spark-submit --jars)",
+        help="print the path of the JVM Spark connector's jar (for spark-submit --jars), or "
+        "install it into the local Maven repository (for --packages)",
         description=(
             "Prints the path of rocketstore-spark.jar, the JVM connector the wheel ships (its "
             "native library inside), for Spark jobs in Scala, Java or SQL: "
             'spark-submit --jars "$(rocketstore spark-jar)" ... then format("rocketstore"). '
-            "Exit status 7 if this installation has none."
+            "With --maven-local, installs it (with a POM) into the local Maven repository, "
+            "which spark-submit --packages reads before any remote one, and prints its "
+            f"coordinate, {_connector.GROUP}:rocketstore-spark_<scala>:<version>: "
+            'spark-submit --packages "$(rocketstore spark-jar --maven-local)" .... '
+            "Exit status 7 if this installation has no connector."
         ),
+    )
+    jar.add_argument(
+        "--maven-local",
+        action="store_true",
+        help="install the jar into the local Maven repository (~/.m2/repository) and print "
+        "its --packages coordinate",
+    )
+    jar.add_argument(
+        "--repo",
+        metavar="DIR",
+        help="the Maven repository to install into instead of ~/.m2/repository (then also pass "
+        "spark-submit --repositories file://DIR)",
     )
     jar.set_defaults(func=cmd_spark_jar)
