@@ -198,6 +198,51 @@ def test_file_uri_round_trip(spark: Any, tmp_path: Path) -> None:
     assert report.ok, str(report)
 
 
+def test_local_commits_to_one_root_run_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two jobs committing to one local root at once: the second waits for the first's lock on
+    the root, then reads the manifest it wrote, so neither loses the other's stores."""
+    import threading
+
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+    from tests._remote_kill_child import batches
+
+    from rocketstore.spark._writer import RocketStoreWriter
+
+    root = tmp_path / "stores"
+    schema = StructType([StructField("topic", StringType()), StructField("body", BinaryType())])
+    first = RocketStoreWriter({"path": f"file://{root}"}, schema, overwrite=False)
+    second = RocketStoreWriter({"path": str(root)}, schema, overwrite=False)
+    _as_task(monkeypatch, 0, 1)
+    one = first.write(iter(batches(0, 30)))
+    _as_task(monkeypatch, 1, 2)
+    two = second.write(iter(batches(1, 20)))
+
+    real = RocketStoreWriter._write_manifest
+    racer: list[threading.Thread] = []
+
+    def write_manifest(self: RocketStoreWriter, *args: Any, **kwargs: Any) -> None:
+        if self is first and not racer:
+            # The second job commits while the first has renamed its store but not yet
+            # written its manifest: it must wait for the root's lock, whatever the timing.
+            racer.append(threading.Thread(target=second.commit, args=([two],)))
+            racer[0].start()
+            racer[0].join(0.5)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RocketStoreWriter, "_write_manifest", write_manifest)
+    first.commit([one])
+    racer[0].join(60)
+    assert not racer[0].is_alive()
+    manifest = json.loads((root / "_SUCCESS").read_text())
+    assert [(e["path"], e["job_id"], e["messages"]) for e in manifest["stores"]] == [
+        ("store-00000", first.job_id, 30),
+        ("store-00001", second.job_id, 20),
+    ]
+    assert manifest["job_id"] == second.job_id
+
+
 # --------------------------------------------------------------------------------------
 # S3 roots (moto's server)
 # --------------------------------------------------------------------------------------
