@@ -1083,6 +1083,54 @@ def test_cli_inspect_verify_dump_remote_and_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written locally"
 
 
+def test_cli_sweep_lists_then_deletes_only_old_orphans(
+    s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """``rocketstore sweep``: what a driver killed between its copies and its manifest left
+    (a published-looking copy, its job's uploads) is listed, kept while younger than
+    ``--min-age``, deleted only with ``--delete``; the committed store and the manifests stay."""
+    from tests._remote_kill_child import batches
+
+    from rocketstore.cli import main
+
+    uri = f"s3a://{bucket}/sweep"
+    committed = _writer(s3, uri, tmp_path)
+    _as_task(monkeypatch, 0, 1)
+    committed.commit([committed.write(iter(batches(0, 20)))])
+    (entry,) = _manifest(s3, bucket, "sweep")["stores"]
+    # The killed job: its task uploaded, its driver copied to a store name, then died.
+    killed = _writer(s3, uri, tmp_path)
+    _as_task(monkeypatch, 0, 2)
+    message = killed.write(iter(batches(0, 10)))
+    files = message.stats["files"]
+    orphan = "store-00001-00000000deadbeef"
+    killed.remote.copy_store(str(message.path), orphan, files)
+    before = s3.keys(bucket, "sweep/")
+    fs = _fs_items(s3.options())
+
+    def sweep(*args: str) -> Any:
+        assert main(["sweep", uri, "--json", *args, *fs]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    found = sweep()  # default --min-age 24 h: everything here is seconds old
+    assert [o["name"] for o in found["orphans"]] == [f"_temporary/{killed.job_id}", orphan]
+    assert not any(o["old_enough"] for o in found["orphans"])
+    assert found["orphans"][1]["files"] == len([f for f in files if not f.get("dir")])
+    assert sweep("--min-age", "0")["deleted"] == []  # a dry run without --delete
+    assert s3.keys(bucket, "sweep/") == before
+    assert sweep("--min-age", "0", "--delete")["deleted"] == [f"_temporary/{killed.job_id}", orphan]
+    after = [k for k in s3.keys(bucket, "sweep/") if not k.endswith("/")]
+    assert after == [
+        k for k in before if not k.startswith(("sweep/_temporary/", f"sweep/{orphan}/"))
+    ]
+    assert "sweep/_manifests/00000000000000000001.json" in after
+    _intact(s3, bucket, "sweep", entry)
+    assert sweep()["orphans"] == []
+
+    assert main(["sweep", "--min-age", "0", str(tmp_path)]) == 2  # a local root is refused
+    assert "remote roots" in capsys.readouterr().err
+
+
 def test_s3_settings_from_the_spark_conf(spark: Any, s3: Any, bucket: str) -> None:
     """``spark.hadoop.fs.s3a.*`` in the session's conf, no options: the JVM connector hands
     them to the Python data source; ``ingest`` and ``verify`` read them themselves."""
