@@ -344,6 +344,8 @@ class RemoteRoot:
             project = self.settings.get("fs.gs.project.id")
             if project:
                 gkw["project_id"] = project
+            if (self.settings.get("fs.gs.auth.type") or "").upper() == "UNAUTHENTICATED":
+                gkw["anonymous"] = True  # e.g. an emulator (the GCS connector's own value)
             self._fs = fs.GcsFileSystem(**gkw)
         elif self.scheme in ("abfs", "abfss"):
             host = self.authority.split("@", 1)[1]
