@@ -10,6 +10,11 @@ Cache directory: ``$ROCKETSTORE_TEST_CACHE/java/<sha>`` if the variable is set, 
 
 Scenarios: ``basic``, ``broker1g``, ``full``, ``vectors``, ``vectors-delay``, ``vectors-index``
 (see the Java file's header and ``BrokerStoreWriter.run`` for what each contains).
+
+``tests/fixtures/java/BrokerStoreReader.java`` (JDK standard library only, sharing no code with the
+engine or the writer) loads a store root as the broker's load and recovery would and checks every
+consume queue unit and index key against the commit log: :func:`load_broker_store` runs it and
+returns its JSON summary (records, problem counts).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from typing import Any
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "fixtures" / "java" / "BrokerStoreWriter.java"
 MAIN_CLASS = "BrokerStoreWriter"
+READER_SOURCE = JAVA_SOURCE.with_name("BrokerStoreReader.java")
+READER_CLASS = "BrokerStoreReader"
 SCENARIOS = ("basic", "broker1g", "full", "vectors", "vectors-delay", "vectors-index")
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "JavaFixtureError",
     "compiled_classes",
     "java_available",
+    "load_broker_store",
     "require_java",
     "write_broker_store",
 ]
@@ -87,12 +95,12 @@ def _cache_root() -> Path:
     return base / "java"
 
 
-def compiled_classes() -> Path:
-    """Directory holding the compiled writer, compiled at most once per source hash."""
-    source = JAVA_SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:24]
+def compiled_classes(source: Path = JAVA_SOURCE, main_class: str = MAIN_CLASS) -> Path:
+    """Directory holding the compiled ``source``, compiled at most once per source hash."""
+    data = source.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()[:24]
     target = _cache_root() / digest
-    if (target / f"{MAIN_CLASS}.class").is_file():
+    if (target / f"{main_class}.class").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=target.parent))
@@ -108,7 +116,7 @@ def compiled_classes() -> Path:
                 "-Werror",
                 "-d",
                 str(staging),
-                str(JAVA_SOURCE),
+                str(source),
             ],
             capture_output=True,
             text=True,
@@ -120,12 +128,51 @@ def compiled_classes() -> Path:
         try:
             staging.rename(target)  # atomic; a concurrent worker may have won the race
         except OSError:
-            if not (target / f"{MAIN_CLASS}.class").is_file():
+            if not (target / f"{main_class}.class").is_file():
                 raise
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def load_broker_store(
+    root: Path,
+    *,
+    index_slots: int | None = None,
+    index_entries: int | None = None,
+    commitlog_file_size: int | None = None,
+    cq_file_size: int | None = None,
+    timeout: float = 300.0,
+) -> dict[str, Any]:
+    """Load the store root at ``root`` with the Java loader and return its JSON summary.
+
+    Geometry left as ``None`` is the loader's default (see the Java file's header): file sizes
+    from the files, the broker's default index geometry, else entries = 4 x slots.
+    """
+    classes = compiled_classes(READER_SOURCE, READER_CLASS)
+    cmd = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dsun.jnu.encoding=UTF-8"]
+    cmd += ["-cp", str(classes), READER_CLASS, "--root", str(root)]
+    numeric: list[tuple[str, int | None]] = [
+        ("--index-slots", index_slots),
+        ("--index-entries", index_entries),
+        ("--commitlog-file-size", commitlog_file_size),
+        ("--cq-file-size", cq_file_size),
+    ]
+    for flag, value in numeric:
+        if value is not None:
+            cmd += [flag, str(value)]
+    # File names (topic directories) are UTF-8: a C locale would make the JVM mangle them.
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
+    if proc.returncode != 0:
+        raise JavaFixtureError(
+            f"BrokerStoreReader exited with {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+        )
+    summary: dict[str, Any] = json.loads(proc.stdout)
+    return summary
 
 
 def write_broker_store(

@@ -5,7 +5,8 @@ The remote tests write with Spark (``local[2]``), read back, verify, and check t
 protocol: the manifest is the commit point, a task killed mid-upload and a driver killed
 before its commit (SIGKILL of a child process) publish nothing, and a rerun then gives every
 row once. The downloaded stores are compared byte for byte (SHA-256) with the objects the
-tasks uploaded and with the manifest.
+tasks uploaded and with the manifest, and load in the independent Java broker-store loader
+(tests/fixtures/java/BrokerStoreReader.java) with no problem and the records rocketstore reads.
 
 The streaming sink on a remote root publishes each micro-batch with one manifest that records
 the query and batch id: a streaming query into ``s3a://`` and into a ``file://`` URI is read
@@ -66,6 +67,16 @@ def s3() -> Iterator[Any]:
 @pytest.fixture
 def bucket(s3: Any) -> str:
     return str(s3.new_bucket())
+
+
+@pytest.fixture(scope="module")
+def gcs() -> Iterator[Any]:
+    from tests.gcs_server import emulator_command, gcs_server
+
+    if emulator_command() is None:
+        skip_or_fail("needs gcp-storage-emulator (requirements-dev.txt)")
+    with gcs_server() as server:
+        yield server
 
 
 def _df(spark: Any, n: int, partitions: int = 2, tag: str = "") -> Any:
@@ -198,6 +209,51 @@ def test_file_uri_round_trip(spark: Any, tmp_path: Path) -> None:
     assert report.ok, str(report)
 
 
+def test_local_commits_to_one_root_run_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two jobs committing to one local root at once: the second waits for the first's lock on
+    the root, then reads the manifest it wrote, so neither loses the other's stores."""
+    import threading
+
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+    from tests._remote_kill_child import batches
+
+    from rocketstore.spark._writer import RocketStoreWriter
+
+    root = tmp_path / "stores"
+    schema = StructType([StructField("topic", StringType()), StructField("body", BinaryType())])
+    first = RocketStoreWriter({"path": f"file://{root}"}, schema, overwrite=False)
+    second = RocketStoreWriter({"path": str(root)}, schema, overwrite=False)
+    _as_task(monkeypatch, 0, 1)
+    one = first.write(iter(batches(0, 30)))
+    _as_task(monkeypatch, 1, 2)
+    two = second.write(iter(batches(1, 20)))
+
+    real = RocketStoreWriter._write_manifest
+    racer: list[threading.Thread] = []
+
+    def write_manifest(self: RocketStoreWriter, *args: Any, **kwargs: Any) -> None:
+        if self is first and not racer:
+            # The second job commits while the first has renamed its store but not yet
+            # written its manifest: it must wait for the root's lock, whatever the timing.
+            racer.append(threading.Thread(target=second.commit, args=([two],)))
+            racer[0].start()
+            racer[0].join(0.5)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RocketStoreWriter, "_write_manifest", write_manifest)
+    first.commit([one])
+    racer[0].join(60)
+    assert not racer[0].is_alive()
+    manifest = json.loads((root / "_SUCCESS").read_text())
+    assert [(e["path"], e["job_id"], e["messages"]) for e in manifest["stores"]] == [
+        ("store-00000", first.job_id, 30),
+        ("store-00001", second.job_id, 20),
+    ]
+    assert manifest["job_id"] == second.job_id
+
+
 # --------------------------------------------------------------------------------------
 # S3 roots (moto's server)
 # --------------------------------------------------------------------------------------
@@ -234,11 +290,10 @@ def test_s3_write_read_verify_byte_identical(
     assert manifest["totals"]["messages"] == 3000
 
     back = spark.read.format("rocketstore").options(**opts).load(uri)
-    assert back.count() == 3000
-    assert _bodies(back) == _bodies(df)
-    assert {r.store for r in back.select("store").distinct().collect()} == {
-        f"{uri}/{e['path']}" for e in manifest["stores"]
-    }
+    rows = back.collect()
+    assert len(rows) == 3000
+    assert sorted(bytes(r.body) for r in rows) == _bodies(df)
+    assert {r.store for r in rows} == {f"{uri}/{e['path']}" for e in manifest["stores"]}
     # Per queue, with a topic filter, and the index table: the same stores.
     per_queue = (
         spark.read.format("rocketstore")
@@ -270,6 +325,47 @@ def test_s3_write_read_verify_byte_identical(
             assert s3.sha256(bucket, key) == f["sha256"], key
             assert _extents_sha256(local / f["name"], f) == f["sha256"], key
             assert (local / f["name"]).stat().st_size == f["size"]
+
+    # The downloads load in the independent Java loader (the broker's load and recovery, every
+    # consume queue unit and index key checked) with no problem and the records read above.
+    from tests.rmq_fixture import java_available, load_broker_store
+
+    if not java_available():
+        skip_or_fail("the Java store loader needs java and javac 17+ (the rest passed)")
+    for entry in manifest["stores"]:
+        got = load_broker_store(by_name[f"{uri}/{entry['path']}"])
+        assert got["problem_count"] == 0, got["problem_details"]
+        assert got["abnormal"] is False
+        assert got["cq_units"] == entry["messages"]
+        # Each record's KEYS and UNIQ_KEY are found through the index's hash slot chains.
+        assert all(len(r["indexed_keys"]) == 2 for r in got["records"])
+        loaded = sorted(
+            (
+                r["topic"],
+                r["queue_id"],
+                r["queue_offset"],
+                r["commitlog_offset"],
+                r["body_sha256"],
+                " ".join(r["keys"]),
+                r["uniq_key"],
+            )
+            for r in got["records"]
+        )
+        read = sorted(
+            (
+                r.topic,
+                r.queue_id,
+                r.queue_offset,
+                r.commitlog_offset,
+                hashlib.sha256(bytes(r.body)).hexdigest(),
+                r.keys,
+                r.uniq_key,
+            )
+            for r in rows
+            if r.store == f"{uri}/{entry['path']}"
+        )
+        assert len(read) == entry["messages"]
+        assert loaded == read
 
 
 def _extents_sha256(path: Path, f: dict[str, Any]) -> str:
@@ -318,6 +414,57 @@ def test_upload_then_fetch_is_byte_identical_and_sparse(
     s3.client().put_object(Bucket=bucket, Key="r/store-00000/checkpoint", Body=b"x" * 4096)
     with pytest.raises(OSError, match="SHA-256"):
         remote.fetch({"path": "store-00000", "files": [*files, {"name": "extra", "size": 0}]})
+
+
+def test_gcs_remote_root_protocol_and_byte_identical_fetch(gcs: Any, tmp_path: Path) -> None:
+    """A ``gs://`` root on a GCS emulator through ``pyarrow``'s ``GcsFileSystem``: upload,
+    server-side copy, the manifest create (a second create of one commit is a conflict), the
+    newest-manifest probe, and a download byte-identical to the store written."""
+    import rocketstore
+    from rocketstore._remote import manifest_name
+    from rocketstore.exceptions import CommitConflictError
+
+    bucket = gcs.new_bucket()
+    local = tmp_path / "written"
+    with rocketstore.MessageStore(local, mapped_file_size_commit_log=1 << 20) as store:
+        for i in range(400):
+            store.put(f"Topic{i % 3}", f"gcs-{i}".encode() * 50, keys=[f"k{i}"], tags="T")
+    _, remote = resolve_root(
+        f"gs://{bucket}/root", {**gcs.options(), "cacheDir": str(tmp_path / "cache")}
+    )
+    assert remote is not None
+    files = remote.upload_store(local, "_temporary/job/part-00000-0")
+    remote.copy_store("_temporary/job/part-00000-0", "store-00000-0123456789abcdef", files)
+    remote.delete_tree("_temporary/job")
+    assert remote.latest_manifest() == (0, None)
+    entry = {"path": "store-00000-0123456789abcdef", "files": files}
+    data = json.dumps({"commit": 1, "stores": [entry]}).encode()
+    remote.create_exclusive(manifest_name(1), data)
+    with pytest.raises(CommitConflictError):
+        remote.create_exclusive(manifest_name(1), data)
+    assert remote.latest_manifest()[0] == 1
+    fetched = remote.fetch(entry)
+    written = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(fetched) for p in fetched.rglob("*") if p.is_file()) == written
+    for rel in written:
+        assert (local / rel).read_bytes() == (fetched / rel).read_bytes(), rel
+    with rocketstore.MessageStore(fetched, read_only=True) as store:
+        assert store.max_offset_in_queue("Topic1", 0) > 0
+    assert remote.orphans(0.0) == [], "the listed store is no orphan; uploads were deleted"
+
+
+@pytest.mark.slow
+def test_gcs_spark_write_read_verify(spark: Any, gcs: Any, tmp_path: Path) -> None:
+    from rocketstore.spark import verify
+
+    uri = f"gs://{gcs.new_bucket()}/root"
+    opts = {**gcs.options(), "cacheDir": str(tmp_path / "cache")}
+    df = _df(spark, 1000)
+    df.write.format("rocketstore").mode("append").options(**opts).save(uri)
+    back = spark.read.format("rocketstore").options(**opts).load(uri)
+    assert _bodies(back) == _bodies(df)
+    report = verify(spark, uri, expected=df, **opts)
+    assert report.ok, str(report)
 
 
 def test_s3_append_overwrite_and_streaming_source(
@@ -982,6 +1129,54 @@ def test_cli_inspect_verify_dump_remote_and_refused(
     assert out.returncode != 0
     assert "local stores only" in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written locally"
+
+
+def test_cli_sweep_lists_then_deletes_only_old_orphans(
+    s3: Any, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """``rocketstore sweep``: what a driver killed between its copies and its manifest left
+    (a published-looking copy, its job's uploads) is listed, kept while younger than
+    ``--min-age``, deleted only with ``--delete``; the committed store and the manifests stay."""
+    from tests._remote_kill_child import batches
+
+    from rocketstore.cli import main
+
+    uri = f"s3a://{bucket}/sweep"
+    committed = _writer(s3, uri, tmp_path)
+    _as_task(monkeypatch, 0, 1)
+    committed.commit([committed.write(iter(batches(0, 20)))])
+    (entry,) = _manifest(s3, bucket, "sweep")["stores"]
+    # The killed job: its task uploaded, its driver copied to a store name, then died.
+    killed = _writer(s3, uri, tmp_path)
+    _as_task(monkeypatch, 0, 2)
+    message = killed.write(iter(batches(0, 10)))
+    files = message.stats["files"]
+    orphan = "store-00001-00000000deadbeef"
+    killed.remote.copy_store(str(message.path), orphan, files)
+    before = s3.keys(bucket, "sweep/")
+    fs = _fs_items(s3.options())
+
+    def sweep(*args: str) -> Any:
+        assert main(["sweep", uri, "--json", *args, *fs]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    found = sweep()  # default --min-age 24 h: everything here is seconds old
+    assert [o["name"] for o in found["orphans"]] == [f"_temporary/{killed.job_id}", orphan]
+    assert not any(o["old_enough"] for o in found["orphans"])
+    assert found["orphans"][1]["files"] == len([f for f in files if not f.get("dir")])
+    assert sweep("--min-age", "0")["deleted"] == []  # a dry run without --delete
+    assert s3.keys(bucket, "sweep/") == before
+    assert sweep("--min-age", "0", "--delete")["deleted"] == [f"_temporary/{killed.job_id}", orphan]
+    after = [k for k in s3.keys(bucket, "sweep/") if not k.endswith("/")]
+    assert after == [
+        k for k in before if not k.startswith(("sweep/_temporary/", f"sweep/{orphan}/"))
+    ]
+    assert "sweep/_manifests/00000000000000000001.json" in after
+    _intact(s3, bucket, "sweep", entry)
+    assert sweep()["orphans"] == []
+
+    assert main(["sweep", "--min-age", "0", str(tmp_path)]) == 2  # a local root is refused
+    assert "remote roots" in capsys.readouterr().err
 
 
 def test_s3_settings_from_the_spark_conf(spark: Any, s3: Any, bucket: str) -> None:

@@ -344,6 +344,8 @@ class RemoteRoot:
             project = self.settings.get("fs.gs.project.id")
             if project:
                 gkw["project_id"] = project
+            if (self.settings.get("fs.gs.auth.type") or "").upper() == "UNAUTHENTICATED":
+                gkw["anonymous"] = True  # e.g. an emulator (the GCS connector's own value)
             self._fs = fs.GcsFileSystem(**gkw)
         elif self.scheme in ("abfs", "abfss"):
             host = self.authority.split("@", 1)[1]
@@ -563,6 +565,57 @@ class RemoteRoot:
         if not isinstance(data, dict):
             raise ValueError(f"{self.child(manifest_name(newest))} is not a rocketstore manifest")
         return newest, data
+
+    # ---- orphans -------------------------------------------------------------------------
+
+    def orphans(self, min_age_seconds: float, now: float | None = None) -> list[dict[str, Any]]:
+        """What no reader will ever read: the ``store-*`` prefixes the newest manifest does not
+        list (copies of a commit whose driver died before its manifest, stores an ``overwrite``
+        replaced whose deletion did not finish) and the ``_temporary/<job>`` prefixes (uploads
+        of killed jobs and attempts). One dict per prefix: ``name``, ``files``, ``bytes``,
+        ``age_seconds`` (of its newest object) and ``old_enough`` (``age_seconds >=
+        min_age_seconds``: a commit or job in flight writes objects younger than that).
+
+        Lists the root (the only operation that does: readers and commits never list). The
+        manifest is read after the listing, so a store a commit publishes meanwhile is listed
+        by it; one copied after the listing is not seen at all.
+        """
+        from pyarrow import fs
+
+        base = self._path()
+        now = time.time() if now is None else now
+        groups: dict[str, dict[str, Any]] = {}
+        sel = fs.FileSelector(base, recursive=True, allow_not_found=True)
+        for info in self.filesystem().get_file_info(sel):
+            if info.type != fs.FileType.File:
+                continue
+            rel = info.path[len(base) + 1 :] if base else info.path
+            parts = rel.split("/")
+            if parts[0] == TEMPORARY and len(parts) > 2:
+                name = f"{TEMPORARY}/{parts[1]}"
+            elif parts[0].startswith("store-") and len(parts) > 1:
+                name = parts[0]
+            else:
+                continue  # manifests, _SUCCESS, anything not ours
+            g = groups.setdefault(name, {"name": name, "files": 0, "bytes": 0, "mtime": 0.0})
+            g["files"] += 1
+            g["bytes"] += int(info.size or 0)
+            mtime = info.mtime.timestamp() if info.mtime is not None else now
+            g["mtime"] = max(g["mtime"], mtime)
+        _, manifest = self.latest_manifest()
+        listed = {
+            str(e.get("path"))
+            for e in (manifest or {}).get("stores", [])
+            if isinstance(e, dict) and e.get("path")
+        }
+        out = []
+        for name in sorted(groups):
+            if name in listed:
+                continue
+            g = groups[name]
+            age = max(0.0, now - float(g.pop("mtime")))
+            out.append({**g, "age_seconds": age, "old_enough": age >= min_age_seconds})
+        return out
 
     # ---- the download cache ------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from rocketstore.cli._tools import (
     cmd_dump,
     cmd_inspect,
     cmd_rebuild_indexes,
+    cmd_sweep,
     cmd_verify_local,
 )
 
@@ -144,6 +145,8 @@ examples:
   rocketstore dump ./demo-store --topic orders --queue 0 --from 0 --max 5
                                           print messages of one queue
   rocketstore rebuild-indexes ./my-store  rebuild consume queues and index files
+  rocketstore sweep s3a://bucket/stores   list the objects of a remote root no reader reads
+                                          (--delete removes those older than --min-age)
   rocketstore bench                       figures against file/mmap/SQLite baselines
 
 Run 'rocketstore COMMAND --help' for the options of a command. The Spark commands (demo,
@@ -187,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspect(sub)
     _add_dump(sub)
     _add_rebuild_indexes(sub)
+    _add_sweep(sub)
     _add_spark_jar(sub)
     return parser
 
@@ -596,6 +600,37 @@ def _add_rebuild_indexes(sub: _Commands) -> None:
     _config_arguments(rebuild, "a store setting (repeatable)")
     rebuild.add_argument("--json", action="store_true", help="print one JSON object per store")
     rebuild.set_defaults(func=cmd_rebuild_indexes)
+
+
+def _add_sweep(sub: _Commands) -> None:
+    sweep = sub.add_parser(
+        "sweep",
+        help="list (--delete: remove) the objects of a remote root that no reader reads",
+        description=(
+            "Lists the remote root ROOT (s3a://, gs://, ...) and reports the prefixes no reader "
+            "will read: store-* copies the newest manifest does not list (a driver killed "
+            "between its copies and its manifest, an overwrite whose deletions did not finish) "
+            "and _temporary/<job> uploads (killed jobs and task attempts). A dry run unless "
+            "--delete; even then only prefixes whose newest object is older than --min-age "
+            "are deleted, as a commit or a job in flight writes younger ones. Manifests, "
+            "_SUCCESS and other objects are never touched."
+        ),
+    )
+    sweep.add_argument("root", metavar="ROOT", help="a remote root (s3a://bucket/stores, ...)")
+    sweep.add_argument(
+        "--min-age",
+        type=float,
+        default=24.0,
+        metavar="HOURS",
+        help="delete only prefixes whose newest object is at least this old; longer than "
+        "the longest write job or streaming trigger on the root (default: 24)",
+    )
+    sweep.add_argument(
+        "--delete", action="store_true", help="delete them (default: only list them)"
+    )
+    sweep.add_argument("--json", action="store_true", help="print JSON")
+    _config_arguments(sweep, "a file system setting, e.g. -c fs.s3a.endpoint=... (repeatable)")
+    sweep.set_defaults(func=cmd_sweep)
 
 
 def cmd_spark_jar(args: argparse.Namespace) -> int:

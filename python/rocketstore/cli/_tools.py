@@ -1,5 +1,5 @@
 """The store tools of the ``rocketstore`` command (no Spark): ``inspect``, ``dump``,
-``rebuild-indexes``, ``verify --no-spark`` and ``bench``.
+``rebuild-indexes``, ``sweep``, ``verify --no-spark`` and ``bench``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "cmd_dump",
     "cmd_inspect",
     "cmd_rebuild_indexes",
+    "cmd_sweep",
     "cmd_verify_local",
     "inspect_root",
     "inspect_store",
@@ -520,6 +521,70 @@ def cmd_rebuild_indexes(args: argparse.Namespace) -> int:
             print(json.dumps({"store": name, "seconds": seconds, **result}))
         else:
             print(f"{name}: rebuilt in {seconds:.1f} s: {json.dumps(result)}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------
+# sweep
+# --------------------------------------------------------------------------------------
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``rocketstore sweep``: lists (and with ``--delete`` removes) what no reader of a remote
+    root will read: store copies no manifest lists and the uploads of dead jobs, older than
+    ``--min-age``."""
+    from rocketstore._remote import resolve_root
+
+    settings, rest = _split_fs(args.config)
+    if rest:
+        raise CliError(
+            f"sweep takes file system settings only (-c fs.*=...), not {rest}", EXIT_USAGE
+        )
+    _, remote = resolve_root(args.root, settings)
+    if remote is None:
+        raise CliError(
+            f"{args.root}: sweep works on remote roots (s3a://, gs://, ...); a local root's "
+            "stores are its store-* directories, which readers find by listing",
+            EXIT_USAGE,
+        )
+    found = remote.orphans(args.min_age * 3600.0)
+    deleted: list[str] = []
+    if args.delete:
+        for o in found:
+            if o["old_enough"]:
+                remote.delete_tree(o["name"])
+                deleted.append(o["name"])
+    if args.json:
+        print(json.dumps({"root": args.root, "orphans": found, "deleted": deleted}, indent=1))
+        return EXIT_OK
+    old = [o for o in found if o["old_enough"]]
+    for o in found:
+        if not o["old_enough"]:
+            verdict = f"kept: younger than --min-age {args.min_age:g} h"
+        elif args.delete:
+            verdict = "deleted"
+        else:
+            verdict = "would delete"
+        print(
+            f"{o['name']}: {o['files']} files, {_size(o['bytes'])}, newest "
+            f"{o['age_seconds'] / 3600:.1f} h old: {verdict}"
+        )
+    total = sum(int(o["bytes"]) for o in old)
+    if args.delete:
+        print(f"{args.root}: {len(deleted)} prefix(es) deleted ({_size(total)})")
+    else:
+        print(
+            f"{args.root}: {len(old)} prefix(es) no reader reads ({_size(total)}); "
+            "nothing deleted (dry run: add --delete)"
+        )
     return EXIT_OK
 
 

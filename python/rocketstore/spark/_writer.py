@@ -13,7 +13,9 @@ Protocol (see :class:`RocketStoreWriter`):
    :class:`StoreCommitMessage` with the store's statistics. A task that fails removes its
    directory; one that is killed leaves it under ``_temporary``, where nobody reads.
 3. On the driver, ``commit`` receives exactly one message per partition (Spark's output
-   commit coordinator lets one attempt of each partition commit), renames each of those
+   commit coordinator lets one attempt of each partition commit), takes an exclusive
+   ``flock`` on the root directory (concurrent commits to one root run one at a time, each
+   reading the manifest the one before wrote), renames each of those
    directories to ``<root>/store-<n>`` (``n`` above every existing store, zero-padded to 5
    digits), writes the ``_SUCCESS`` manifest atomically and deletes
    ``_temporary/<job id>`` with every other attempt in it. ``abort`` deletes
@@ -420,6 +422,26 @@ def _fsync_dir(path: Path) -> None:
 
 LIVE_MARKER = "_job_live"
 """File in ``_temporary/<job id>`` while the job runs (created on the driver at planning)."""
+
+
+@contextlib.contextmanager
+def _commit_lock(root: Path) -> Iterator[None]:
+    """Holds an exclusive ``flock`` on the root directory itself (no file is created): local
+    commits to one root run one at a time, each reading the manifest the previous one wrote.
+    Where the file system refuses ``flock`` on a directory (some NFS setups), the commit runs
+    without it."""
+    import fcntl
+
+    fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:
+            if e.errno not in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _remove_tree(path: Path) -> None:
@@ -967,6 +989,12 @@ class RocketStoreWriter(DataSourceArrowWriter):
             self._commit_remote(self.remote, ours)
             return
         root.mkdir(parents=True, exist_ok=True)
+        with _commit_lock(root):
+            self._commit_local(root, ours)
+        self._cleanup()
+
+    def _commit_local(self, root: Path, ours: list[StoreCommitMessage]) -> None:
+        """Renames the stores into place and replaces the manifest (under the root's lock)."""
         replaced: list[tuple[Path, Path]] = []
         published: list[tuple[Path, Path]] = []
         manifest_backup: Path | None = None
@@ -1020,7 +1048,6 @@ class RocketStoreWriter(DataSourceArrowWriter):
                 with contextlib.suppress(OSError):
                     os.rename(manifest_backup, root / MANIFEST)
             raise
-        self._cleanup()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Removes every attempt's store of this job (driver side); publishes nothing."""
