@@ -7,15 +7,17 @@ cluster does: ``spark.archives=env.tar.gz#environment`` unpacks it into each exe
 working directory and ``PYSPARK_PYTHON=./environment/bin/python`` runs the workers from it.
 
 The environment is packed like ``venv-pack`` would, without needing it: a fresh
-``python -m venv --without-pip`` plus the files of the distributions the workers import
-(rocketstore, pyarrow, pandas, numpy and their small dependencies), hard-linked from this
-virtualenv and written as a ``.tar.gz``. ``venv-pack`` itself refuses this virtualenv because
-rocketstore is installed in editable mode (``maturin develop``). PySpark is not packed: the
-executors import it from ``SPARK_HOME/python/lib/pyspark.zip``, as on a cluster.
+``python -m venv --without-pip``, the release wheel from ``make wheel`` installed into it (its
+package, native extension and JVM connector jar), and the files of the distributions the
+workers import (pyarrow, pandas, numpy and their small dependencies) hard-linked from this
+virtualenv, written as a ``.tar.gz``. PySpark is not packed: the driver and the executors
+import it from ``SPARK_HOME/python/lib/pyspark.zip``, as ``spark-submit`` gives it.
 
-As on a client-mode cluster, the driver's own JVM also runs Python (for the data source's
-planning) with ``PYSPARK_PYTHON``, so the driver's working directory holds ``environment``
-too (here a symlink to the unpacked environment; on a cluster, unpack the archive there).
+The driver runs the same environment's interpreter, so the connector jar the session loads and
+ships to the executors is the wheel's. As on a client-mode cluster, the driver's own JVM also
+runs Python (for the data source's planning) with ``PYSPARK_PYTHON``, so the driver's working
+directory holds ``environment`` too (here a symlink to the unpacked environment; on a cluster,
+unpack the archive there).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
+from tests.test_wheel import _wheel
 
 import rocketstore
 
@@ -49,8 +53,30 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def pack_environment(work: Path) -> tuple[Path, Path]:
-    """Builds ``work/env`` (a relocatable-on-this-host venv) and ``work/env.tar.gz``."""
+def _wheel_files(wheel: Path, site: Path) -> None:
+    """Installs a wheel's files into ``site`` the way pip lays them out (its ``purelib`` and
+    ``platlib`` data too; its scripts are not needed)."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            parts = Path(info.filename).parts
+            if parts[0].endswith(".data"):
+                if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+                    continue
+                parts = parts[2:]
+            dst = site.joinpath(*parts)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, dst.open("wb") as out:
+                shutil.copyfileobj(src, out)
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                dst.chmod(mode)
+
+
+def pack_environment(work: Path, wheel: Path | None = None) -> tuple[Path, Path]:
+    """Builds ``work/env`` (a relocatable-on-this-host venv) and ``work/env.tar.gz``: rocketstore
+    from ``wheel`` (else this checkout's package) and the distributions the workers import."""
     env = work / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     purelib = Path(sysconfig.get_paths()["purelib"])
@@ -65,12 +91,15 @@ def pack_environment(work: Path) -> tuple[Path, Path]:
             src = Path(str(dist.locate_file(f)))
             if src.is_file() and "__pycache__" not in src.parts:
                 _link_or_copy(src, site / f)
-    package = Path(rocketstore.__file__).parent  # editable install: the source tree
-    for src in package.rglob("*"):
-        if src.is_file() and "__pycache__" not in src.parts:
-            dst = site / "rocketstore" / src.relative_to(package)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)  # a copy: the source tree's files are rebuilt in place
+    if wheel is not None:
+        _wheel_files(wheel, site)
+    else:
+        package = Path(rocketstore.__file__).parent  # editable install: the source tree
+        for src in package.rglob("*"):
+            if src.is_file() and "__pycache__" not in src.parts:
+                dst = site / "rocketstore" / src.relative_to(package)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)  # a copy: the source tree's files are rebuilt in place
     archive = work / "env.tar.gz"
     with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
         tar.add(env, arcname=".")
@@ -93,20 +122,39 @@ def test_ingest_and_verify_on_local_cluster_with_packed_env(tmp_path: Path) -> N
         if entry.name not in ("work", "__pycache__"):
             (spark_home / entry.name).symlink_to(entry)
 
-    env, archive = pack_environment(tmp_path)
-    # The packed interpreter imports rocketstore from the environment, not from this venv.
+    # The wheel `make wheel` built, as a user installs it: the driver and the executors run it
+    # (its Python package, its native extension, its JVM connector), not this checkout.
+    env, archive = pack_environment(tmp_path, wheel=_wheel())
+    python = env / "bin" / "python"
+    # PySpark as spark-submit gives it to Python processes: from SPARK_HOME/python/lib.
+    lib = pip_home / "python" / "lib"
+    pythonpath = os.pathsep.join(str(p) for p in sorted(lib.glob("*.zip")))
+    # The packed interpreter imports rocketstore (and finds its jar) in the environment.
     probe = subprocess.run(
         [
-            str(env / "bin" / "python"),
+            str(python),
             "-c",
-            "import rocketstore, pyarrow; print(rocketstore.__file__)",
+            "import json, rocketstore, pyarrow, pyspark; from rocketstore.cli import main; "
+            "print(json.dumps([rocketstore.__file__, pyspark.__file__]))",
         ],
+        env={**os.environ, "PYTHONPATH": pythonpath},
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     )
-    assert probe.stdout.strip().startswith(str(env))
+    package, pyspark_file = json.loads(probe.stdout)
+    assert package.startswith(str(env)), package
+    assert pyspark_file.startswith(str(lib)), pyspark_file
+    jar = subprocess.run(
+        [str(python), "-m", "rocketstore.cli", "spark-jar"],
+        env={**os.environ, "PYTHONPATH": pythonpath},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.strip()
+    assert jar.startswith(str(env)), jar
 
     driver_dir = tmp_path / "driver"
     driver_dir.mkdir()
@@ -119,10 +167,11 @@ def test_ingest_and_verify_on_local_cluster_with_packed_env(tmp_path: Path) -> N
         "SPARK_LOCAL_DIRS": str(tmp_path / "local"),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": "./environment/bin/python",
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": str(python),
+        "PYTHONPATH": pythonpath,
     }
     cmd = [
-        sys.executable, "-m", "rocketstore.cli", "demo",
+        str(python), "-m", "rocketstore.cli", "demo",
         "--master", "local-cluster[2,1,1024]",
         "--conf", f"spark.archives={archive}#environment",
         "--conf", "spark.executor.memory=512m",
@@ -150,6 +199,8 @@ def test_ingest_and_verify_on_local_cluster_with_packed_env(tmp_path: Path) -> N
 def _check_run(proc: subprocess.CompletedProcess[str], report: Path, spark_home: Path) -> None:
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr[-4000:]}"
     assert "ALL CHECKS PASSED" in proc.stdout
+    # The JVM reader and writer served the job: no fallback notice.
+    assert "Python data source serves" not in proc.stderr, proc.stderr[-4000:]
     assert "ingest: 20,000 messages" in proc.stdout
 
     data = json.loads(report.read_text())
