@@ -37,7 +37,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -85,6 +87,44 @@ _CHUNK = 8 << 20
 #: A cached store used this recently is never evicted (a task may be opening it).
 _IN_USE_SECONDS = 60.0
 _UPLOAD_THREADS = 4
+
+# Test-only kill points (tests/test_remote_cluster.py kills an executor during its upload and a
+# driver just before its commit on a Spark cluster). Inert unless both the point's variable and
+# KILL_MARKERS are set, which nothing but that test does; each fires once per marker directory.
+KILL_AFTER_UPLOADS = "ROCKETSTORE_TEST_KILL_EXECUTOR_AFTER_UPLOADS"  # a number of files
+KILL_BEFORE_MANIFEST = "ROCKETSTORE_TEST_KILL_DRIVER_BEFORE_MANIFEST"  # a commit number
+KILL_MARKERS = "ROCKETSTORE_TEST_KILL_MARKERS"  # a directory: the test's coordination only
+
+
+def kill_point_for_tests(variable: str, note: Mapping[str, Any], value: str | None = None) -> None:
+    """Test-only: if ``variable`` (equal to ``value`` where given) and :data:`KILL_MARKERS` are
+    set and this point has not fired yet (its marker, created exclusively, records ``note``),
+    SIGKILLs the JVM this Python worker descends from (an executor, or the driver's JVM and the
+    driver process above it), then this process. Does nothing otherwise."""
+    markers, set_to = os.environ.get(KILL_MARKERS), os.environ.get(variable)
+    if not markers or not set_to or (value is not None and set_to != value):
+        return
+    try:
+        fd = os.open(os.path.join(markers, variable), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        json.dump(dict(note), f)
+    victims: list[int] = []
+    pid = os.getppid()
+    while pid > 1:  # up to the nearest java process (a worker is forked by pyspark's daemon)
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if comm == "java":
+            victims.append(pid)
+            if variable == KILL_BEFORE_MANIFEST and ppid > 1:
+                victims.append(ppid)  # the driver process that started the JVM
+            break
+        pid = ppid
+    for victim in [*reversed(victims), os.getpid()]:
+        os.kill(victim, signal.SIGKILL)
 
 
 def _unsupported(text: str, scheme: str, why: str) -> UnsupportedRootError:
@@ -494,6 +534,9 @@ class RemoteRoot:
                 listing.append({"name": here.relative_to(local).as_posix() + "/", "dir": True})
             files.extend((here / f).relative_to(local).as_posix() for f in filenames)
         fs = self.filesystem()
+        kill_after = int(os.environ.get(KILL_AFTER_UPLOADS) or 0)  # test-only; 0 in normal use
+        lock = threading.Lock()
+        done_names: list[str] = []
 
         def put(name: str) -> dict[str, Any]:
             h = hashlib.sha256()
@@ -518,6 +561,13 @@ class RemoteRoot:
             out: dict[str, Any] = {"name": name, "size": size, "sha256": h.hexdigest()}
             if extents != [(0, size)]:
                 out["extents"] = [list(e) for e in extents]
+            if kill_after:
+                with lock:
+                    done_names.append(name)
+                    if len(done_names) >= kill_after:
+                        kill_point_for_tests(
+                            KILL_AFTER_UPLOADS, {"rel": rel, "uploaded": done_names}
+                        )
             return out
 
         with ThreadPoolExecutor(_UPLOAD_THREADS, thread_name_prefix="rocketstore-upload") as ex:

@@ -87,7 +87,14 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from rocketstore._remote import RemoteRoot, local_work_dir, manifest_name, resolve_root
+from rocketstore._remote import (
+    KILL_BEFORE_MANIFEST,
+    RemoteRoot,
+    kill_point_for_tests,
+    local_work_dir,
+    manifest_name,
+    resolve_root,
+)
 from rocketstore._stores import MANIFEST, TEMPORARY, find_stores, is_store
 from rocketstore.exceptions import InvalidConfigError, InvalidMessageError
 from rocketstore.spark._heap import freeze_worker_heap
@@ -944,6 +951,8 @@ class RocketStoreWriter(DataSourceArrowWriter):
         manifest = self._manifest(kept + entries, streams)
         manifest["commit"] = commit + 1
         data = (json.dumps(manifest, indent=1) + "\n").encode()
+        note = {"job_id": self.job_id, "stores": entries}
+        kill_point_for_tests(KILL_BEFORE_MANIFEST, note, value=str(commit + 1))
         try:
             remote.create_exclusive(manifest_name(commit + 1), data)
         except BaseException as failure:
