@@ -283,14 +283,16 @@ fmt: $(DEPS_STAMP) ## Reformat Rust and Python code and apply safe ruff fixes
 # `make -k` (as in .ci/run): whether to go on after a failed step, to report every failure.
 KEEP_GOING := $(findstring k,$(filter-out --%,$(firstword -$(MAKEFLAGS))))
 
-# Four phases, each started only if the ones before passed (or with -k). Two of them run two
-# jobs at once, each step's output kept together: the virtualenv (pip, mostly waiting on the
-# network) beside the Rust lints, and the release wheel (it reuses the release build of
-# `make build`: only the extension crate is compiled again, stripped) beside the Rust tests,
-# which run one after another (the kill -9 harness keeps about one core busy). The result is the
-# same as running the steps in order.
-TEST_PHASES := "-j2 --output-sync=target java-check venv lint-rust" "lint-python" \
-	"-j2 --output-sync=target test-rust-in-order wheel" "test-python"
+# Three phases, each started only if the ones before passed (or with -k), each running two jobs
+# at once with every step's output kept together: the virtualenv (pip, mostly waiting on the
+# network) beside the Rust lints; ruff and mypy beside the release build of the extension that
+# stubtest checks; the Rust tests one after another (the kill -9 harness keeps about one core
+# busy) beside the release wheel (it reuses the release build: only the extension crate is
+# compiled again, stripped) and then the Python tests. The result is the same as running the
+# steps in order.
+TEST_PHASES := "-j2 --output-sync=target java-check venv lint-rust" \
+	"-j2 --output-sync=target lint-python" \
+	"-j2 --output-sync=target test-rust-in-order test-python"
 
 test: ## Lints + Rust tests + Python tests (all but `slow`)
 	@st=0; \
