@@ -724,10 +724,11 @@ impl ConsumeQueue {
             let file = match current {
                 Some(f) => f,
                 None => {
-                    let Some(last) = files.last() else {
-                        return Ok(grew);
+                    let next = match files.last() {
+                        Some(last) => self.files.follow_open(last.from() + last.size() as u64)?,
+                        None => self.files.follow_open_first()?,
                     };
-                    match self.files.follow_open(last.from() + last.size() as u64)? {
+                    match next {
                         Some(f) => f,
                         None => return Ok(grew),
                     }

@@ -303,6 +303,30 @@ impl MappedFileQueue {
         files.drain(..keep_from).count()
     }
 
+    /// A reader's first file of a queue its view holds no file of yet (it was loaded while the
+    /// writer was creating that file): the lowest-named file of the directory, once it is whole.
+    pub(crate) fn follow_open_first(&self) -> Result<Option<Arc<MappedFile>>> {
+        if self.writable || self.len() > 0 {
+            return Ok(None);
+        }
+        let first = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries
+                .flatten()
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(rocketstore_format::parse_file_name)
+                })
+                .min(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("readdir", &self.dir, e)),
+        };
+        match first {
+            Some(from) => self.follow_open(from),
+            None => Ok(None),
+        }
+    }
+
     /// A follower's freshly loaded queue: every file's cursors to 0, so that what is readable
     /// is only what [`MappedFile::follow_to`] validates later. Exclusive (nobody else holds the
     /// files yet).
