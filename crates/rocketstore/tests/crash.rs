@@ -92,6 +92,10 @@ fn body_for(seq: u64) -> Vec<u8> {
 
 fn child(dir: &str, mode: &str, seed: u64) {
     let store = Store::open(dir, config(mode)).unwrap();
+    // The parent times its kill from here: a kill before the open (a slow start on a loaded
+    // machine) would find the last clean close, not a crash.
+    println!("OPENED");
+    std::io::stdout().flush().unwrap();
     let cleanup = std::env::var("ROCKETSTORE_CRASH_CLEANUP").is_ok_and(|v| v == "1");
     let pause_at = env_num("ROCKETSTORE_CRASH_PAUSE_AT");
     let mut rng = Rng(seed | 1);
@@ -287,7 +291,11 @@ fn run_writer(dir: &Path, mode: &str, rng: &mut Rng, run: u64) -> (usize, Durati
         ("ROCKETSTORE_CRASH_MODE", mode.into()),
         ("ROCKETSTORE_CRASH_CHILD_SEED", (run + 1).to_string()),
     ]);
-    let reader = ack_reader(child.stdout.take().unwrap());
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel();
+    let reader = ack_reader(child.stdout.take().unwrap(), Some(opened_tx));
+    opened_rx
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("{mode} run {run}: the writer never opened its store"));
     // Every fifth run writes past a few checkpoint intervals, so the kill lands while writes
     // continue after a recovery window was recorded.
     let ms = if run % 5 == 4 {
@@ -303,11 +311,21 @@ fn run_writer(dir: &Path, mode: &str, rng: &mut Rng, run: u64) -> (usize, Durati
     (acks.len(), recovery)
 }
 
-fn ack_reader(stdout: std::process::ChildStdout) -> std::thread::JoinHandle<Vec<Ack>> {
+/// Collects the child's acknowledgements; `opened` is told when the child has opened its store.
+fn ack_reader(
+    stdout: std::process::ChildStdout,
+    opened: Option<std::sync::mpsc::Sender<()>>,
+) -> std::thread::JoinHandle<Vec<Ack>> {
     std::thread::spawn(move || {
         let mut acks = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
+            if line == "OPENED" {
+                if let Some(tx) = &opened {
+                    let _ = tx.send(());
+                }
+                continue;
+            }
             let f: Vec<&str> = line.split_whitespace().collect();
             if f.len() == 6 && f[0] == "ACK" {
                 acks.push(Ack {
@@ -505,7 +523,7 @@ fn run_failpoints(rng: &mut Rng) -> (usize, usize, usize) {
                 ),
                 ("ROCKETSTORE_CRASH_DIR", dir.path().display().to_string()),
             ]);
-            let reader = ack_reader(child.stdout.take().unwrap());
+            let reader = ack_reader(child.stdout.take().unwrap(), None);
             let deadline = Instant::now() + Duration::from_secs(3);
             let mut aborted = false;
             while Instant::now() < deadline {
