@@ -7,6 +7,7 @@ be paused or shared, so no test depends on wall-clock speed.
 from __future__ import annotations
 
 import _thread
+import signal
 import statistics
 import threading
 import time
@@ -187,14 +188,22 @@ def test_close_wakes_waiters(store: MessageStore) -> None:
 
 
 def test_keyboard_interrupt_ends_a_main_thread_pull(store: MessageStore) -> None:
-    """Ctrl-C (SIGINT) interrupts a pull waiting on the main thread within about 0.1 s."""
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    start = time.perf_counter()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        store.pull("T", 0, 0, timeout_ms=30_000)
-    elapsed = time.perf_counter() - start
-    timer.join()
+    """Ctrl-C (SIGINT) interrupts a pull waiting on the main thread within about 0.1 s.
+
+    Python's own SIGINT handler is installed for the test: another test of the same worker
+    may have left a library's handler (a SparkContext installs one) or none, and
+    ``interrupt_main`` does nothing where Python does not handle the signal."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timer = threading.Timer(0.3, _thread.interrupt_main)
+        start = time.perf_counter()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            store.pull("T", 0, 0, timeout_ms=30_000)
+        elapsed = time.perf_counter() - start
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print(f"\npull interrupted after {elapsed:.3f} s (interrupt sent at 0.3 s)")
     assert elapsed < 5.0
     assert store.stats()["waiting_pulls"] == 0
